@@ -1,0 +1,108 @@
+"""Validated configuration dataclasses shared by the core, the engine and the server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class ConfigError(ValueError):
+    """A configuration or request parameter is invalid; ``field`` names it."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+        self.message = message
+
+
+def _check(cond: bool, field_name: str, message: str) -> None:
+    if not cond:
+        raise ConfigError(field_name, message)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How the next token is chosen from the target's logits (applied identically with or without drafts).
+
+    temperature 0 means greedy. ``seed`` makes sampling reproducible: the random number used at output
+    position t depends only on (seed, t), so a request samples the same tokens with or without a prediction.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    logprobs: int | None = None  # None = no logprobs; n >= 0 = chosen token's logprob plus n top ones
+
+    def __post_init__(self) -> None:
+        _check(0.0 <= self.temperature <= 100.0, "temperature", "must be between 0 and 100")
+        _check(0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
+        _check(self.top_k >= 0, "top_k", "must be >= 0 (0 disables it)")
+        _check(0.0 <= self.min_p <= 1.0, "min_p", "must be in [0, 1]")
+        _check(-2.0 <= self.presence_penalty <= 2.0, "presence_penalty", "must be between -2 and 2")
+        _check(-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty", "must be between -2 and 2")
+        _check(0.0 < self.repetition_penalty <= 10.0, "repetition_penalty", "must be in (0, 10]")
+        _check(self.logprobs is None or 0 <= self.logprobs <= 20, "top_logprobs", "must be between 0 and 20")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
+
+
+@dataclass(frozen=True)
+class SpeculationParams:
+    """Per-request speculation settings.
+
+    ``prediction`` is the expected output as token ids (None = no prediction). ``search_length`` bounds how
+    many prediction tokens past the last matched one realignment may look (None = unbounded; the analogue of
+    Azure's ``x-ms-oai-ev3-predictor_search_length``). ``ngram`` enables prompt/output n-gram lookup when
+    there is no prediction or while it is lost. ``k_max`` caps tokens proposed per step (None = engine's).
+    """
+
+    prediction: tuple[int, ...] | None = None
+    search_length: int | None = None
+    ngram: bool = True
+    k_max: int | None = None
+
+    def __post_init__(self) -> None:
+        _check(self.search_length is None or self.search_length >= 1, "search_length", "must be >= 1")
+        _check(self.k_max is None or self.k_max >= 0, "k_max", "must be >= 0")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine settings. ``kv_budget_tokens`` bounds the KV cache (tokens over all sequences, including
+    the prefix cache); ``max_num_seqs`` bounds concurrently running requests; requests beyond them wait in
+    a queue of ``max_queue``; beyond that they are refused (QueueFullError → HTTP 429)."""
+
+    model: str | None = None  # None/"default" = packaged default model; HF dir; .gguf path
+    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    max_model_len: int | None = None  # None = min(model's max positions, 32768)
+    max_num_seqs: int = 8
+    kv_budget_tokens: int = 131072
+    max_queue: int = 64
+    prefill_chunk: int = 512  # prompt tokens per step per request, so long prompts don't stall decodes
+    k_max: int = 128  # most draft tokens proposed per request and step
+    max_prediction_tokens: int = 32768
+    adaptive_k: bool = True
+    prefix_cache: bool = True
+    measure_cost_curve: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.dtype in ("auto", "bfloat16", "float16", "float32"), "dtype", "auto|bfloat16|float16|float32")
+        _check(self.max_model_len is None or self.max_model_len >= 16, "max_model_len", "must be >= 16")
+        _check(self.max_num_seqs >= 1, "max_num_seqs", "must be >= 1")
+        _check(self.kv_budget_tokens >= 64, "kv_budget_tokens", "must be >= 64")
+        _check(self.max_queue >= 0, "max_queue", "must be >= 0")
+        _check(self.prefill_chunk >= 16, "prefill_chunk", "must be >= 16")
+        _check(0 <= self.k_max <= 1024, "k_max", "must be between 0 and 1024")
+        _check(self.max_prediction_tokens >= 0, "max_prediction_tokens", "must be >= 0")

@@ -1,0 +1,1 @@
+"""Model-free core: proposers (prediction aligner, n-gram lookup), adaptive k, verification."""

@@ -1,0 +1,50 @@
+"""The one proposer interface shared by the prediction aligner, n-gram lookup and draft models.
+
+A proposer belongs to one request. Each engine step asks it for up to ``k`` draft tokens, the target
+model verifies them in one forward pass, and the proposer is told every token that was appended to the
+output (accepted draft tokens and the target's own next token) through :meth:`Proposer.observe`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+
+@dataclass
+class Draft:
+    """Draft tokens proposed for the next positions of one request.
+
+    ``probs`` is the draft distribution q at each drafted position (shape ``[len(tokens), vocab]``, a torch
+    tensor) when the proposer is a model; ``None`` means a one-hot draft (a static prediction or an n-gram),
+    for which verification samples from p and accepts while the sample equals the draft.
+    ``source`` names the proposer that produced the tokens ("prediction", "ngram", "draft_model"): usage
+    counts accepted/rejected *prediction* tokens from it.
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    probs: Any = None
+    source: str = "none"
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+EMPTY_DRAFT = Draft()
+
+
+class Proposer(ABC):
+    """Proposes draft tokens for one request."""
+
+    @abstractmethod
+    def propose(self, k: int) -> Draft:
+        """Return at most ``k`` draft tokens continuing the output observed so far (maybe none)."""
+
+    @abstractmethod
+    def observe(self, tokens: Sequence[int]) -> None:
+        """Record tokens appended to the output, in order (accepted draft tokens and the bonus token)."""
+
+    def available(self) -> int:
+        """How many tokens the proposer could propose right now (an upper bound; large if unknown)."""
+        return 1 << 30

@@ -1,0 +1,88 @@
+"""What goes into and comes out of the engine: requests, per-step outputs, per-request stats, errors."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+from foretell.config import ConfigError, SamplingParams, SpeculationParams
+from foretell.core.verify import TokenLogprob
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass
+class GenerationRequest:
+    """One completion to generate. ``prompt_ids`` are already templated and tokenised."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    speculation: SpeculationParams = field(default_factory=SpeculationParams)
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()  # in addition to the model's EOS ids
+    ignore_eos: bool = False
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        if not self.prompt_ids:
+            raise ConfigError("prompt", "must not be empty")
+        if self.max_tokens < 1:
+            raise ConfigError("max_tokens", "must be >= 1")
+        if any(not s for s in self.stop):
+            raise ConfigError("stop", "stop strings must be non-empty")
+
+
+@dataclass
+class RequestStats:
+    """Per-request accounting. Prediction counts refer to draft tokens from the caller's prediction:
+    accepted = returned tokens that came from an accepted prediction draft; rejected = prediction tokens
+    proposed to the model that did not end up in the returned output (including any verified past a stop).
+    """
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    accepted_prediction_tokens: int = 0
+    rejected_prediction_tokens: int = 0
+    draft_tokens_proposed: int = 0  # all proposers (prediction, n-gram, draft model)
+    draft_tokens_accepted: int = 0
+    forward_passes: int = 0
+    queue_s: float = 0.0
+    ttft_s: float = 0.0
+    decode_s: float = 0.0
+
+
+@dataclass
+class RequestOutput:
+    """What one engine step produced for one request (deltas since the previous output)."""
+
+    request_id: str
+    new_token_ids: list[int]
+    new_text: str
+    from_prediction: list[bool]  # per new token: was it an accepted prediction token
+    new_logprobs: list[TokenLogprob] | None
+    finished: bool
+    finish_reason: FinishReason | None
+    stats: RequestStats
+
+
+class EngineError(Exception):
+    """Base class for errors the server maps to HTTP statuses."""
+
+    status = 500
+
+
+class QueueFullError(EngineError):
+    status = 429
+
+
+class RequestTooLongError(EngineError):
+    """prompt + max_tokens (or the prediction) exceed what the engine accepts. ``field`` names the input."""
+
+    status = 400
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(message)
+        self.field = field_name

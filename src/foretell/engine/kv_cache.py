@@ -1,0 +1,173 @@
+"""KV memory: one growable buffer per sequence, written by position, so rollback is free.
+
+Each sequence owns a :class:`SeqKV`: per layer a key and a value tensor ``[kv_heads, capacity, head_dim]``.
+New keys/values are written at their positions; ``length`` says how many positions are valid, so rejecting
+draft tokens is just not advancing ``length`` (later tokens overwrite the rejected positions).
+
+:class:`KVPool` does the accounting against a token budget and keeps finished sequences' buffers as a
+prefix cache (longest-common-prefix reuse, least recently used evicted first).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class KVShape:
+    num_layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+    device: torch.device
+
+    @property
+    def bytes_per_token(self) -> int:
+        return 2 * self.num_layers * self.kv_heads * self.head_dim * torch.finfo(self.dtype).bits // 8
+
+
+class SeqKV:
+    """Keys and values of one sequence, all layers; grows by doubling up to ``max_capacity``."""
+
+    def __init__(self, shape: KVShape, capacity: int, max_capacity: int):
+        self.shape = shape
+        self.max_capacity = max_capacity
+        self.capacity = 0
+        self.length = 0  # valid positions
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.ensure(capacity)
+
+    def ensure(self, needed: int) -> None:
+        """Grow the buffers so positions ``[0, needed)`` can be written."""
+        if needed <= self.capacity:
+            return
+        if needed > self.max_capacity:
+            raise ValueError(f"KV capacity {self.max_capacity} exceeded ({needed})")
+        new_cap = min(self.max_capacity, max(needed, 2 * self.capacity, 64))
+        s = self.shape
+        self.keys = [self._grown(t, new_cap) for t in self.keys] or [
+            torch.empty(s.kv_heads, new_cap, s.head_dim, dtype=s.dtype, device=s.device) for _ in range(s.num_layers)
+        ]
+        self.values = [self._grown(t, new_cap) for t in self.values] or [
+            torch.empty(s.kv_heads, new_cap, s.head_dim, dtype=s.dtype, device=s.device) for _ in range(s.num_layers)
+        ]
+        self.capacity = new_cap
+
+    def _grown(self, t: torch.Tensor, new_cap: int) -> torch.Tensor:
+        bigger = torch.empty(t.shape[0], new_cap, t.shape[2], dtype=t.dtype, device=t.device)
+        bigger[:, : self.length] = t[:, : self.length]
+        return bigger
+
+    def copy_prefix_from(self, other: "SeqKV", n: int) -> None:
+        self.ensure(n)
+        for dst, src in zip(self.keys + self.values, other.keys + other.values):
+            dst[:, :n] = src[:, :n]
+        self.length = n
+
+    @property
+    def nbytes(self) -> int:
+        return self.capacity * self.shape.bytes_per_token
+
+
+@dataclass
+class CacheEntry:
+    tokens: np.ndarray  # the token ids whose KV is in ``kv`` (kv.length == len(tokens))
+    kv: SeqKV
+
+
+class KVPool:
+    """Token-budget accounting for running sequences plus an LRU prefix cache of finished ones.
+
+    A running sequence *reserves* the most positions it can use (prompt + max_tokens + draft headroom,
+    capped at the context length) when admitted, so a running request never runs out of KV mid-way.
+    Cached prefixes count at their length and are evicted (least recently used first) to make room.
+    """
+
+    def __init__(self, shape: KVShape, budget_tokens: int, max_seq_capacity: int, prefix_cache: bool = True):
+        self.shape = shape
+        self.budget_tokens = budget_tokens
+        self.max_seq_capacity = max_seq_capacity
+        self.prefix_cache_enabled = prefix_cache
+        self.reserved: dict[str, int] = {}
+        self.cache: OrderedDict[int, CacheEntry] = OrderedDict()
+        self._next_entry = 0
+
+    # -- accounting -------------------------------------------------------------------------------
+    @property
+    def reserved_tokens(self) -> int:
+        return sum(self.reserved.values())
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(len(e.tokens) for e in self.cache.values())
+
+    @property
+    def used_tokens(self) -> int:
+        return self.reserved_tokens + self.cached_tokens
+
+    def can_admit(self, reserve: int) -> bool:
+        return self.reserved_tokens + reserve <= self.budget_tokens
+
+    def allocate(self, seq_id: str, reserve: int, prompt: list[int]) -> tuple[SeqKV, int]:
+        """Reserve KV for a sequence; returns its buffers and how many prompt positions are already filled
+        from the prefix cache (at most ``len(prompt) - 1``: the last prompt token is always recomputed)."""
+        self._evict_until_fits(reserve)
+        self.reserved[seq_id] = reserve
+        kv = SeqKV(self.shape, capacity=min(len(prompt) + 64, reserve), max_capacity=reserve)
+        entry = self._longest_prefix(prompt)
+        reused = 0
+        if entry is not None:
+            reused = min(_common_prefix(entry.tokens, prompt), len(prompt) - 1)
+            if reused > 0:
+                kv.copy_prefix_from(entry.kv, reused)
+        return kv, reused
+
+    def release(self, seq_id: str, kv: SeqKV | None, tokens: list[int] | None) -> None:
+        """Free a sequence's reservation; with ``tokens`` its KV is kept as a prefix-cache entry."""
+        self.reserved.pop(seq_id, None)
+        if kv is None or tokens is None or not self.prefix_cache_enabled or kv.length == 0:
+            return
+        kept = np.asarray(tokens[: kv.length], dtype=np.int64)
+        for key, entry in list(self.cache.items()):  # an entry that is a prefix of this one adds nothing
+            n = len(entry.tokens)
+            if n <= len(kept) and _common_prefix(entry.tokens, kept) == n:
+                del self.cache[key]
+        self.cache[self._next_entry] = CacheEntry(kept, kv)
+        self._next_entry += 1
+        self._evict_until_fits(0)
+
+    def clear_cache(self) -> None:
+        self.cache.clear()
+
+    # -- internals --------------------------------------------------------------------------------
+    def _evict_until_fits(self, extra: int) -> None:
+        while self.cache and self.used_tokens + extra > self.budget_tokens:
+            self.cache.popitem(last=False)
+
+    def _longest_prefix(self, prompt: list[int]) -> CacheEntry | None:
+        if not self.cache or not self.prefix_cache_enabled:
+            return None
+        p = np.asarray(prompt, dtype=np.int64)
+        best_key, best_len = None, 0
+        for key, entry in self.cache.items():
+            n = _common_prefix(entry.tokens, p)
+            if n > best_len:
+                best_key, best_len = key, n
+        if best_key is None:
+            return None
+        self.cache.move_to_end(best_key)
+        return self.cache[best_key]
+
+
+def _common_prefix(a: np.ndarray, b) -> int:
+    b = np.asarray(b, dtype=np.int64)
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n

@@ -1,0 +1,237 @@
+"""The engine: admit requests, schedule one packed forward pass per step, verify drafts, emit outputs.
+
+    step():  admit waiting requests → propose drafts → one forward pass → verify → append → outputs
+
+Speculation is lossless: every emitted token is the one the target model's sampler picks at that position
+(see foretell.core.verify); drafts only decide how many positions one pass gets to check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from foretell.config import ConfigError, EngineConfig
+from foretell.core.adaptive_k import CostModel, choose_k
+from foretell.core.draft import EMPTY_DRAFT
+from foretell.core.prediction import make_proposer
+from foretell.core.verify import verify
+from foretell.engine.api import GenerationRequest, QueueFullError, RequestOutput, RequestTooLongError
+from foretell.engine.cost import DEFAULT_COST_POINTS
+from foretell.engine.kv_cache import KVPool
+from foretell.engine.runner import ModelRunner, Segment
+from foretell.engine.sequence import Sequence, Status
+
+
+class LLMEngine:
+    def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), cost: CostModel | None = None):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.runner = ModelRunner(model)
+        self.max_model_len = _max_model_len(model, config)
+        self.eos_ids = _eos_ids(model, tokenizer)
+        self.pool = KVPool(
+            self.runner.kv_shape, config.kv_budget_tokens, self.max_model_len, prefix_cache=config.prefix_cache
+        )
+        self.cost = cost or CostModel(DEFAULT_COST_POINTS)
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.forward_passes = 0
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> tuple["LLMEngine", str]:
+        """Load the configured model (default, HF directory or .gguf) and measure its cost curve."""
+        from foretell.engine.cost import cached_cost_points
+        from foretell.models.loader import load_model, load_tokenizer, pick_device, pick_dtype, resolve_model
+        from foretell.paths import cache_dir
+
+        resolved = resolve_model(config.model)
+        device = pick_device(config.device)
+        dtype = pick_dtype(device, config.dtype)
+        model = load_model(resolved.path, dtype=dtype, device=device)
+        engine = cls(model, load_tokenizer(resolved.path), config)
+        if config.measure_cost_curve:
+            points = cached_cost_points(engine.runner, str(resolved.path), cache_dir() / "cost")
+            engine.cost = CostModel(points)
+        return engine, resolved.name
+
+    # -- requests ---------------------------------------------------------------------------------
+    def validate(self, req: GenerationRequest) -> None:
+        """Raise RequestTooLongError / ConfigError for a request that can never run."""
+        n = len(req.prompt_ids)
+        if n >= self.max_model_len:
+            raise RequestTooLongError("messages", f"prompt is {n} tokens; the context length is {self.max_model_len}")
+        if n + req.max_tokens > self.max_model_len:
+            raise RequestTooLongError(
+                "max_tokens",
+                f"prompt ({n} tokens) + max_tokens ({req.max_tokens}) exceeds the context length {self.max_model_len}",
+            )
+        if n + req.max_tokens > self.config.kv_budget_tokens:
+            raise RequestTooLongError("max_tokens", f"prompt + max_tokens exceeds the KV budget ({self.config.kv_budget_tokens} tokens)")
+        pred = req.speculation.prediction
+        if pred is not None and len(pred) > self.config.max_prediction_tokens:
+            raise RequestTooLongError(
+                "prediction", f"prediction is {len(pred)} tokens; the limit is {self.config.max_prediction_tokens}"
+            )
+        vocab = self.runner.vocab_size
+        if any(not 0 <= t < vocab for t in req.prompt_ids):
+            raise ConfigError("prompt", f"token ids must be in [0, {vocab})")
+
+    def add_request(self, req: GenerationRequest) -> None:
+        self.validate(req)
+        if len(self.waiting) + len(self.running) >= self.config.max_num_seqs + self.config.max_queue:
+            raise QueueFullError(f"server busy: {len(self.running)} running, {len(self.waiting)} queued")
+        stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
+        proposer = make_proposer(req.prompt_ids, req.speculation) if self.config.k_max > 0 else None
+        limit = len(req.prompt_ids) + req.max_tokens
+        self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, proposer))
+
+    def abort(self, request_id: str) -> bool:
+        """Drop a request wherever it is and free its KV (nothing is kept in the prefix cache)."""
+        for seq in list(self.waiting):
+            if seq.id == request_id:
+                self.waiting.remove(seq)
+                seq.abort()
+                return True
+        for seq in self.running:
+            if seq.id == request_id:
+                seq.abort()
+                self._release(seq, keep=False)
+                return True
+        return False
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # -- the step ---------------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        self._admit()
+        seqs, segments = self._schedule()
+        if not segments:
+            return []
+        logits = self.runner.forward(segments)
+        self.forward_passes += 1
+        outputs = [self._advance(seq, seg, lg) for seq, seg, lg in zip(seqs, segments, logits)]
+        return [o for o in outputs if o is not None]
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.running) < self.config.max_num_seqs:
+            seq = self.waiting[0]
+            if not self.pool.can_admit(seq.limit):
+                break
+            self.waiting.popleft()
+            seq.kv, seq.stats.cached_tokens = self.pool.allocate(seq.id, seq.limit, seq.tokens)
+            seq.status = Status.RUNNING
+            seq.scheduled_at = time.perf_counter()
+            seq.stats.queue_s = seq.scheduled_at - seq.arrival
+            self.running.append(seq)
+
+    def _schedule(self) -> tuple[list[Sequence], list[Segment]]:
+        """Every running sequence gets a segment: a prompt chunk (within the prefill budget), or its pending
+        token(s) plus a draft whose size the adaptive-k policy picks."""
+        prefill_budget = self.config.prefill_chunk
+        seqs, segments = [], []
+        for seq in self.running:
+            pending = seq.pending
+            start = seq.kv.length
+            if pending > 1:
+                chunk = min(pending, prefill_budget)
+                prefill_budget -= chunk
+                if chunk == 0:
+                    continue
+                if chunk < pending:
+                    seqs.append(seq)
+                    segments.append(Segment(seq.kv, seq.tokens[start : start + chunk], num_logits=0))
+                    continue
+            seq.draft = self._propose(seq)
+            tokens = seq.tokens[start:] + seq.draft.tokens
+            seqs.append(seq)
+            segments.append(Segment(seq.kv, tokens, num_logits=len(seq.draft) + 1))
+        return seqs, segments
+
+    def _propose(self, seq: Sequence):
+        proposer = seq.proposer
+        room = min(seq.remaining - 1, self.config.k_max, seq.req.speculation.k_max or self.config.k_max)
+        if proposer is None or room <= 0:
+            return EMPTY_DRAFT
+        available = min(room, proposer.available())
+        if available <= 0:
+            return EMPTY_DRAFT
+        cap = getattr(proposer, "suggested_cap", lambda: None)()
+        k = choose_k(seq.tracker, self.cost, room, available, cap) if self.config.adaptive_k else available
+        if k <= 0:
+            return EMPTY_DRAFT
+        draft = proposer.propose(k)
+        if draft.tokens and draft.source == "prediction":
+            seq.proposed_prediction += len(draft)
+        seq.stats.draft_tokens_proposed += len(draft)
+        return draft
+
+    def _advance(self, seq: Sequence, seg: Segment, logits) -> RequestOutput | None:
+        seq.stats.forward_passes += 1
+        if seg.num_logits == 0:  # a prompt chunk: nothing to sample yet
+            seq.kv.length += len(seg.tokens)
+            return None
+        draft = seq.draft
+        result = verify(logits, draft, seq.sampler)
+        seq.kv.length += len(seg.tokens) - len(draft) + result.num_accepted
+        if draft.tokens:
+            seq.tracker.record(len(draft), result.num_accepted)
+            seq.stats.draft_tokens_accepted += result.num_accepted
+        appended, flags = [], []
+        for i, token in enumerate(result.tokens):
+            from_prediction = i < result.num_accepted and draft.source == "prediction"
+            appended.append(token)
+            flags.append(from_prediction)
+            if seq.append(token, from_prediction):
+                break
+        seq.sampler.observe(appended)
+        if seq.proposer is not None:
+            seq.proposer.observe(appended)
+        now = time.perf_counter()
+        if seq.first_token_at is None:
+            seq.first_token_at = now
+            seq.stats.ttft_s = now - seq.arrival
+        seq.stats.decode_s = now - seq.first_token_at
+        logprobs = result.logprobs[: len(appended)] if result.logprobs is not None else None
+        out = seq.output(appended, flags, logprobs)
+        if seq.status is Status.FINISHED:
+            self._release(seq, keep=True)
+        return out
+
+    def _release(self, seq: Sequence, keep: bool) -> None:
+        if seq in self.running:
+            self.running.remove(seq)
+        if seq.kv is not None:
+            seq.kv.length = min(seq.kv.length, len(seq.tokens))
+        self.pool.release(seq.id, seq.kv, seq.tokens if keep else None)
+        seq.kv = None
+
+    # -- convenience ------------------------------------------------------------------------------
+    def generate(self, requests: list[GenerationRequest]) -> dict[str, list[RequestOutput]]:
+        """Run requests to completion (all admitted together, continuous batching); outputs per request."""
+        for req in requests:
+            self.add_request(req)
+        outputs: dict[str, list[RequestOutput]] = {r.request_id: [] for r in requests}
+        while self.has_unfinished():
+            for out in self.step():
+                outputs[out.request_id].append(out)
+        return outputs
+
+
+def _max_model_len(model, config: EngineConfig) -> int:
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    native = getattr(cfg, "max_position_embeddings", None) or 32768
+    return min(config.max_model_len or min(native, 32768), native)
+
+
+def _eos_ids(model, tokenizer) -> frozenset[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config, tokenizer):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return frozenset(ids)
+

@@ -1,0 +1,157 @@
+"""Model runner: one forward pass over a packed batch of segments from many sequences.
+
+Every running sequence contributes one *segment*: the tokens whose keys/values are not yet in its KV
+(a prompt chunk, or its last token) followed by its draft. The segments are packed into a single row
+(no padding), each with its own positions, and run through an unmodified transformers causal LM whose
+attention is the registered function :func:`_packed_attention`: per segment it writes the new keys/values
+into the sequence's own buffers at their positions and attends over that sequence's keys only. Logits are
+computed only at the positions verification needs (``logits_to_keep``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from foretell.engine.kv_cache import KVShape, SeqKV
+
+ATTN_NAME = "foretell_packed"
+
+
+@dataclass
+class Segment:
+    """New tokens of one sequence: they occupy positions ``[kv.length, kv.length + len(tokens))``.
+    ``num_logits`` of the last positions need logits (draft length + 1; 0 for a mid-prompt chunk)."""
+
+    kv: SeqKV
+    tokens: list[int]
+    num_logits: int
+
+
+class _PackedBatch:
+    """Passed to the attention function through the model's kwargs for one forward pass."""
+
+    def __init__(self, segments: list[Segment]):
+        self.segments = segments
+        self.starts = [s.kv.length for s in segments]
+        offsets, off = [], 0
+        for s in segments:
+            offsets.append(off)
+            off += len(s.tokens)
+        self.offsets = offsets
+        self.total = off
+        self._masks: dict[tuple[int, int | None], tuple[int, torch.Tensor | None]] = {}
+
+    def mask(self, i: int, window: int | None, device) -> tuple[int, torch.Tensor | None]:
+        """Segment i's (first key, mask), built once per forward pass and window size, not per layer."""
+        key = (i, window)
+        if key not in self._masks:
+            self._masks[key] = _segment_mask(self.starts[i], len(self.segments[i].tokens), window, device)
+        return self._masks[key]
+
+
+def _segment_mask(start: int, n: int, window: int | None, device) -> tuple[int, torch.Tensor | None]:
+    """First key position to attend and the boolean mask for queries at ``start..start+n-1``.
+
+    Causal; with a sliding ``window`` a query at q sees keys k with q - window < k <= q (transformers'
+    convention). A single query needs no mask: slicing the keys is enough.
+    """
+    first = 0 if not window else max(0, start + 1 - window)
+    if n == 1:
+        return first, None
+    q_pos = start + torch.arange(n, device=device)[:, None]
+    k_pos = torch.arange(first, start + n, device=device)[None, :]
+    mask = k_pos <= q_pos
+    if window:
+        mask &= k_pos > q_pos - window
+    return first, mask
+
+
+def _packed_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """query [1, H, T, D]; key/value [1, Hkv, T, D] for the packed new tokens (RoPE applied).
+
+    Without a packed batch (the model called normally, e.g. ``model.generate``) it is plain SDPA.
+    """
+    batch: _PackedBatch | None = kwargs.pop("foretell_batch", None)
+    if batch is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    window = kwargs.get("sliding_window")
+    layer = module.layer_idx
+    outputs = []
+    for i, (seg, start, off) in enumerate(zip(batch.segments, batch.starts, batch.offsets)):
+        n = len(seg.tokens)
+        keys, values = seg.kv.keys[layer], seg.kv.values[layer]
+        keys[:, start : start + n] = key[0, :, off : off + n]
+        values[:, start : start + n] = value[0, :, off : off + n]
+        first, mask = batch.mask(i, window, query.device)
+        out = F.scaled_dot_product_attention(
+            query[:, :, off : off + n],
+            keys[None, :, first : start + n],
+            values[None, :, first : start + n],
+            attn_mask=mask,
+            scale=scaling,
+            enable_gqa=True,
+        )
+        outputs.append(out)
+    out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+    return out.transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(ATTN_NAME, _packed_attention)
+AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)  # used only when the model is called normally
+
+
+def kv_shape_of(model) -> KVShape:
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    param = next(model.parameters())
+    return KVShape(cfg.num_hidden_layers, kv_heads, head_dim, param.dtype, param.device)
+
+
+class ModelRunner:
+    """Runs packed forward passes of a transformers causal LM over per-sequence KV buffers."""
+
+    def __init__(self, model):
+        self.model = model.eval()
+        self.model.config._attn_implementation = ATTN_NAME
+        for sub in self.model.modules():  # some models keep a per-module copy of the config
+            cfg = getattr(sub, "config", None)
+            if cfg is not None and hasattr(cfg, "_attn_implementation"):
+                cfg._attn_implementation = ATTN_NAME
+        self.kv_shape = kv_shape_of(model)
+        self.device = self.kv_shape.device
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+
+    @torch.inference_mode()
+    def forward(self, segments: list[Segment]) -> list[torch.Tensor]:
+        """Run all segments in one pass; returns per segment float32 logits ``[num_logits, vocab]`` and
+        advances nothing: the caller sets ``kv.length`` to what verification accepted."""
+        for seg in segments:
+            seg.kv.ensure(seg.kv.length + len(seg.tokens))
+        batch = _PackedBatch(segments)
+        ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
+        positions = torch.cat(
+            [torch.arange(st, st + len(s.tokens)) for s, st in zip(segments, batch.starts)]
+        ).to(self.device)[None]
+        keep = [off + len(s.tokens) - s.num_logits + j for s, off in zip(segments, batch.offsets) for j in range(s.num_logits)]
+        if not keep:
+            keep = [batch.total - 1]
+        out = self.model(
+            input_ids=ids,
+            position_ids=positions,
+            use_cache=False,
+            logits_to_keep=torch.tensor(keep, device=self.device),
+            foretell_batch=batch,
+        )
+        logits = out.logits[0].float()
+        result, row = [], 0
+        for s in segments:
+            result.append(logits[row : row + s.num_logits])
+            row += s.num_logits
+        return result

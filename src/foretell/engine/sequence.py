@@ -1,0 +1,103 @@
+"""The state of one request inside the engine: tokens, KV, proposer, sampler, stops and stats."""
+
+from __future__ import annotations
+
+import enum
+import time
+
+from foretell.core.adaptive_k import AcceptanceTracker
+from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
+from foretell.core.sampling import SamplerState
+from foretell.engine.api import FinishReason, GenerationRequest, RequestOutput, RequestStats, TokenLogprob
+from foretell.engine.detok import IncrementalDetokenizer, StopStringMatcher
+from foretell.engine.kv_cache import SeqKV
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class Sequence:
+    """Invariant while running: ``kv.length < len(tokens)``; tokens[kv.length:] are fed in the next pass."""
+
+    def __init__(
+        self,
+        req: GenerationRequest,
+        tokenizer,
+        stop_ids: frozenset[int],
+        limit: int,
+        proposer: Proposer | None,
+    ):
+        self.req = req
+        self.id = req.request_id
+        self.tokens = list(req.prompt_ids)
+        self.num_prompt = len(req.prompt_ids)
+        self.limit = limit  # total tokens (prompt + output) this sequence may reach
+        self.stop_ids = stop_ids
+        self.proposer = proposer
+        self.sampler = SamplerState(req.sampling, req.prompt_ids)
+        self.tracker = AcceptanceTracker()
+        self.detok = IncrementalDetokenizer(tokenizer)
+        self.stopper = StopStringMatcher(req.stop)
+        self.status = Status.WAITING
+        self.kv: SeqKV | None = None
+        self.draft: Draft = EMPTY_DRAFT
+        self.finish_reason: FinishReason | None = None
+        self.stats = RequestStats(prompt_tokens=self.num_prompt)
+        self.proposed_prediction = 0
+        self.arrival = time.perf_counter()
+        self.first_token_at: float | None = None
+        self.scheduled_at: float | None = None
+
+    @property
+    def num_output(self) -> int:
+        return len(self.tokens) - self.num_prompt
+
+    @property
+    def pending(self) -> int:
+        """Tokens whose keys/values are not yet in the KV."""
+        return len(self.tokens) - self.kv.length
+
+    @property
+    def remaining(self) -> int:
+        """How many more tokens may be appended."""
+        return self.limit - len(self.tokens)
+
+    def append(self, token: int, from_prediction: bool) -> bool:
+        """Append one token and apply the stop rules in plain decoding's order; True when finished."""
+        self.tokens.append(token)
+        if from_prediction:
+            self.stats.accepted_prediction_tokens += 1
+        if token in self.stop_ids:
+            return self._finish("stop")
+        if self.stopper.add(self.detok.add(token)):
+            return self._finish("stop")
+        if self.remaining <= 0:
+            return self._finish("length")
+        return False
+
+    def _finish(self, reason: FinishReason) -> bool:
+        self.finish_reason = reason
+        self.status = Status.FINISHED
+        return True
+
+    def abort(self) -> None:
+        self._finish("abort")
+
+    def output(self, new_ids: list[int], flags: list[bool], logprobs: list[TokenLogprob] | None) -> RequestOutput:
+        finished = self.status is Status.FINISHED
+        if finished:
+            self.stats.rejected_prediction_tokens = self.proposed_prediction - self.stats.accepted_prediction_tokens
+        self.stats.completion_tokens = self.num_output
+        return RequestOutput(
+            request_id=self.id,
+            new_token_ids=new_ids,
+            new_text=self.stopper.take(final=finished),
+            from_prediction=flags,
+            new_logprobs=logprobs,
+            finished=finished,
+            finish_reason=self.finish_reason,
+            stats=self.stats,
+        )

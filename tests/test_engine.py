@@ -1,0 +1,232 @@
+"""The engine is lossless: with any prediction, greedy output equals plain greedy decoding (fp32)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from foretell.config import EngineConfig, SamplingParams, SpeculationParams
+from foretell.engine.api import GenerationRequest, QueueFullError, RequestTooLongError
+from foretell.engine.llm_engine import LLMEngine
+from foretell.testing import make_tiny_model, make_tiny_tokenizer
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+@pytest.fixture(scope="module", params=["qwen2", "llama"])
+def model(request):
+    return make_tiny_model(arch=request.param, seed=1)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return make_tiny_tokenizer()
+
+
+def make_engine(model, tokenizer, **overrides) -> LLMEngine:
+    cfg = dict(max_num_seqs=8, kv_budget_tokens=16384, prefill_chunk=64, k_max=32, measure_cost_curve=False)
+    cfg.update(overrides)
+    return LLMEngine(model, tokenizer, EngineConfig(**cfg))
+
+
+def hf_greedy(model, prompt: list[int], max_new: int, eos: int) -> list[int]:
+    out = model.generate(
+        torch.tensor([prompt]), max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=eos
+    )[0, len(prompt) :].tolist()
+    return out[: out.index(eos) + 1] if eos in out else out
+
+
+def run(engine: LLMEngine, requests: list[GenerationRequest]) -> dict[str, list[int]]:
+    outs = engine.generate(requests)
+    return {rid: [t for o in chunks for t in o.new_token_ids] for rid, chunks in outs.items()}
+
+
+def request(prompt, max_tokens=40, prediction=None, sampling=GREEDY, **kw) -> GenerationRequest:
+    spec = SpeculationParams(prediction=None if prediction is None else tuple(prediction), ngram=kw.pop("ngram", True))
+    return GenerationRequest(prompt_ids=list(prompt), max_tokens=max_tokens, sampling=sampling, speculation=spec, **kw)
+
+
+def prompts(tokenizer, n: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    texts = ["def add(a, b):", "class Snake:", "for i in range(10):", "Hello, world!", "The quick brown fox"]
+    return [tokenizer.encode(rng.choice(texts) + " " * rng.randint(0, 3) + str(i)) for i in range(n)]
+
+
+def edited(tokens: list[int], rng: random.Random, vocab: int) -> list[int]:
+    out = list(tokens)
+    for _ in range(3):
+        i = rng.randrange(len(out) + 1)
+        op = rng.choice(["ins", "del", "sub"])
+        if op == "ins":
+            out[i:i] = [rng.randrange(vocab) for _ in range(rng.randint(1, 4))]
+        elif out:
+            j = min(len(out), i + rng.randint(1, 4))
+            out[i:j] = [] if op == "del" else [rng.randrange(vocab) for _ in range(j - i)]
+    return out
+
+
+def test_plain_engine_matches_hf_generate(model, tokenizer):
+    engine = make_engine(model, tokenizer, k_max=0)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ps = prompts(tokenizer, 3)
+    got = run(engine, [request(p, request_id=str(i)) for i, p in enumerate(ps)])
+    for i, p in enumerate(ps):
+        assert got[str(i)] == hf_greedy(model, p, 40, eos)
+
+
+@pytest.mark.parametrize("kind", ["perfect", "edited", "garbage", "empty", "overlong", "prefix"])
+def test_prediction_is_lossless(model, tokenizer, kind):
+    vocab = len(tokenizer)
+    rng = random.Random(kind)
+    ps = prompts(tokenizer, 4, seed=1)
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 48, request_id=str(i)) for i, p in enumerate(ps)])
+    preds = {
+        "perfect": lambda out: out,
+        "edited": lambda out: edited(out, rng, vocab),
+        "garbage": lambda out: [rng.randrange(vocab) for _ in out],
+        "empty": lambda out: [],
+        "overlong": lambda out: out + out + [rng.randrange(vocab) for _ in range(50)],
+        "prefix": lambda out: out[: len(out) // 2],
+    }[kind]
+    reqs = [request(p, 48, prediction=preds(plain[str(i)]), request_id=str(i)) for i, p in enumerate(ps)]
+    engine = make_engine(model, tokenizer)
+    got = run(engine, reqs)
+    assert got == plain
+    if kind == "perfect":
+        assert engine.forward_passes < sum(len(v) for v in plain.values()) / 2
+
+
+def test_concurrent_requests_join_and_leave(model, tokenizer):
+    """Requests of different lengths arrive between steps and finish at different times."""
+    vocab = len(tokenizer)
+    rng = random.Random(7)
+    ps = prompts(tokenizer, 6, seed=3)
+    lengths = [5, 30, 12, 48, 1, 20]
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, n, request_id=str(i)) for i, (p, n) in enumerate(zip(ps, lengths))])
+    engine = make_engine(model, tokenizer, max_num_seqs=3)
+    got: dict[str, list[int]] = {str(i): [] for i in range(len(ps))}
+    pending = [
+        request(p, n, prediction=edited(plain[str(i)], rng, vocab) if i % 2 else plain[str(i)], request_id=str(i))
+        for i, (p, n) in enumerate(zip(ps, lengths))
+    ]
+    steps = 0
+    while pending or engine.has_unfinished():
+        if pending and steps % 2 == 0:
+            engine.add_request(pending.pop(0))
+        for out in engine.step():
+            got[out.request_id].extend(out.new_token_ids)
+        steps += 1
+    assert got == plain
+    assert engine.pool.reserved_tokens == 0
+
+
+def test_seeded_sampling_identical_with_prediction(model, tokenizer):
+    sampling = SamplingParams(temperature=0.9, top_p=0.95, seed=1234)
+    ps = prompts(tokenizer, 3, seed=5)
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)])
+    rng = random.Random(0)
+    with_pred = run(
+        make_engine(model, tokenizer),
+        [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)],
+    )
+    assert with_pred == plain
+
+
+def test_penalties_identical_with_prediction(model, tokenizer):
+    sampling = SamplingParams(temperature=0.0, presence_penalty=0.5, frequency_penalty=0.7, repetition_penalty=1.3)
+    ps = prompts(tokenizer, 2, seed=6)
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)])
+    got = run(make_engine(model, tokenizer), [request(p, 40, prediction=plain[str(i)], sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)])
+    assert got == plain
+
+
+def _text_and_tokens(engine, req):
+    outs = engine.generate([req])[req.request_id]
+    return "".join(o.new_text for o in outs), [t for o in outs for t in o.new_token_ids], outs[-1]
+
+
+def test_stop_strings_and_max_tokens_cut_like_plain_decoding(model, tokenizer):
+    p = prompts(tokenizer, 1, seed=9)[0]
+    full_text, full_tokens, _ = _text_and_tokens(make_engine(model, tokenizer, k_max=0), request(p, 60, ignore_eos=True, request_id="a"))
+    assert len(full_tokens) == 60
+    stop = full_text[len(full_text) // 2 : len(full_text) // 2 + 2]
+    assert stop
+    for k_max in (0, 32):
+        pred = full_tokens if k_max else None
+        text, tokens, last = _text_and_tokens(
+            make_engine(model, tokenizer, k_max=k_max), request(p, 60, prediction=pred, stop=(stop,), ignore_eos=True, request_id="b")
+        )
+        assert text == full_text[: full_text.index(stop)]
+        assert last.finish_reason == "stop"
+        assert tokens == full_tokens[: len(tokens)]
+        assert last.stats.completion_tokens == len(tokens)
+        assert last.stats.accepted_prediction_tokens <= last.stats.completion_tokens
+        text, tokens, last = _text_and_tokens(
+            make_engine(model, tokenizer, k_max=k_max), request(p, 17, prediction=pred, ignore_eos=True, request_id="c")
+        )
+        assert tokens == full_tokens[:17] and last.finish_reason == "length"
+        assert last.stats.completion_tokens == 17
+        if pred:
+            stats = last.stats
+            assert stats.accepted_prediction_tokens + stats.rejected_prediction_tokens >= 16 - stats.forward_passes
+
+
+def test_usage_counts_for_perfect_prediction(model, tokenizer):
+    p = prompts(tokenizer, 1, seed=11)[0]
+    _, plain, _ = _text_and_tokens(make_engine(model, tokenizer, k_max=0), request(p, 50, ignore_eos=True, request_id="a"))
+    _, tokens, last = _text_and_tokens(make_engine(model, tokenizer), request(p, 50, prediction=plain, ignore_eos=True, request_id="b"))
+    s = last.stats
+    assert tokens == plain
+    assert s.completion_tokens == 50
+    assert s.accepted_prediction_tokens == 50 - s.forward_passes + 1 or s.accepted_prediction_tokens >= 40
+    assert s.rejected_prediction_tokens <= 2
+
+
+def test_cancel_frees_kv(model, tokenizer):
+    engine = make_engine(model, tokenizer, prefix_cache=False)
+    ps = prompts(tokenizer, 3, seed=12)
+    for i, p in enumerate(ps):
+        engine.add_request(request(p, 200, ignore_eos=True, request_id=str(i)))
+    engine.step()
+    engine.step()
+    assert engine.pool.reserved_tokens > 0
+    assert engine.abort("1")
+    assert len(engine.running) == 2
+    engine.abort("0")
+    engine.abort("2")
+    assert not engine.has_unfinished()
+    assert engine.pool.used_tokens == 0
+
+
+def test_prefix_cache_reuses_prompt_and_stays_exact(model, tokenizer):
+    engine = make_engine(model, tokenizer)
+    base = tokenizer.encode("class Snake:\n    def __init__(self, width, height):\n        self.body = []\n")
+    a = engine.generate([request(base + tokenizer.encode("# one"), 20, request_id="a")])["a"]
+    b = engine.generate([request(base + tokenizer.encode("# two"), 20, request_id="b")])["b"]
+    assert a[-1].stats.cached_tokens == 0
+    assert b[-1].stats.cached_tokens >= len(base) - 2
+    fresh = make_engine(model, tokenizer, prefix_cache=False).generate([request(base + tokenizer.encode("# two"), 20, request_id="b")])["b"]
+    assert [t for o in b for t in o.new_token_ids] == [t for o in fresh for t in o.new_token_ids]
+
+
+def test_chunked_prefill_is_exact(model, tokenizer):
+    long_prompt = tokenizer.encode("def add(a, b):\n    return a + b\n" * 12)
+    a = run(make_engine(model, tokenizer, prefill_chunk=16, k_max=0), [request(long_prompt, 20, request_id="x")])
+    b = run(make_engine(model, tokenizer, prefill_chunk=4096, k_max=0), [request(long_prompt, 20, request_id="x")])
+    assert a == b
+
+
+def test_limits_and_queue(model, tokenizer):
+    engine = make_engine(model, tokenizer, max_model_len=64, max_num_seqs=1, max_queue=1)
+    with pytest.raises(RequestTooLongError) as err:
+        engine.add_request(request([1] * 70, 5))
+    assert err.value.field == "messages"
+    with pytest.raises(RequestTooLongError) as err:
+        engine.add_request(request([1] * 10, 60))
+    assert err.value.field == "max_tokens"
+    engine.add_request(request([1] * 10, 5))
+    engine.add_request(request([1] * 10, 5))
+    with pytest.raises(QueueFullError):
+        engine.add_request(request([1] * 10, 5))
