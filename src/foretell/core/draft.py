@@ -48,3 +48,7 @@ class Proposer(ABC):
     def available(self) -> int:
         """How many tokens the proposer could propose right now (an upper bound; large if unknown)."""
         return 1 << 30
+
+    def suggested_cap(self) -> int | None:
+        """A cap on the next proposal when evidence is weak (e.g. right after a re-anchor); None = no cap."""
+        return None

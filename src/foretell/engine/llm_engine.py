@@ -30,6 +30,7 @@ class LLMEngine:
         self.runner = ModelRunner(model)
         self.max_model_len = _max_model_len(model, config)
         self.eos_ids = _eos_ids(model, tokenizer)
+        self.newline_ids = _newline_ids(tokenizer)
         self.pool = KVPool(
             self.runner.kv_shape, config.kv_budget_tokens, self.max_model_len, prefix_cache=config.prefix_cache
         )
@@ -82,7 +83,7 @@ class LLMEngine:
         if len(self.waiting) + len(self.running) >= self.config.max_num_seqs + self.config.max_queue:
             raise QueueFullError(f"server busy: {len(self.running)} running, {len(self.waiting)} queued")
         stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
-        proposer = make_proposer(req.prompt_ids, req.speculation) if self.config.k_max > 0 else None
+        proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
         limit = len(req.prompt_ids) + req.max_tokens
         self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, proposer))
 
@@ -157,8 +158,7 @@ class LLMEngine:
         available = min(room, proposer.available())
         if available <= 0:
             return EMPTY_DRAFT
-        cap = getattr(proposer, "suggested_cap", lambda: None)()
-        k = choose_k(seq.tracker, self.cost, room, available, cap) if self.config.adaptive_k else available
+        k = choose_k(seq.tracker, self.cost, room, available, proposer.suggested_cap()) if self.config.adaptive_k else available
         if k <= 0:
             return EMPTY_DRAFT
         draft = proposer.propose(k)
@@ -175,9 +175,8 @@ class LLMEngine:
         draft = seq.draft
         result = verify(logits, draft, seq.sampler)
         seq.kv.length += len(seg.tokens) - len(draft) + result.num_accepted
-        if draft.tokens:
-            seq.tracker.record(len(draft), result.num_accepted)
-            seq.stats.draft_tokens_accepted += result.num_accepted
+        seq.tracker.record(len(draft), result.num_accepted)  # every step: idle steps schedule the next probe
+        seq.stats.draft_tokens_accepted += result.num_accepted
         appended, flags = [], []
         for i, token in enumerate(result.tokens):
             from_prediction = i < result.num_accepted and draft.source == "prediction"
@@ -223,6 +222,12 @@ def _max_model_len(model, config: EngineConfig) -> int:
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     native = getattr(cfg, "max_position_embeddings", None) or 32768
     return min(config.max_model_len or min(native, 32768), native)
+
+
+def _newline_ids(tokenizer) -> frozenset[int]:
+    """Token ids whose text holds a line break (one scan of the vocabulary, at start-up)."""
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    return frozenset(i for i, text in enumerate(texts) if "\n" in text)
 
 
 def _eos_ids(model, tokenizer) -> frozenset[int]:

@@ -1,0 +1,1 @@
+"""Benchmarks: the edit-pair corpus (:mod:`foretell.bench.corpus`) and the benchmark harness."""

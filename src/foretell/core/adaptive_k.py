@@ -1,0 +1,200 @@
+"""Adaptive k: how many draft tokens to propose for one request at one engine step.
+
+Model: each draft token is accepted with probability α given that the previous ones were (a per-token
+continuation probability, the geometric model of Leviathan et al. 2023). Proposing k tokens yields
+
+    E(k) = 1 + α + … + α^k = (1 − α^(k+1)) / (1 − α)    tokens per target pass
+
+(the accepted prefix plus the target's own token), and the pass costs t(k+1)/t(1) = ``CostModel.ratio(k+1)``
+single-token passes. :func:`choose_k` maximises E(k) / ratio(k + 1), averaging E(k) over the belief about α
+kept by :class:`AcceptanceTracker`; k = 0 (plain decoding) scores exactly 1.
+
+Predictions are bursty (long exact runs, then an edit): the tracker forgets quickly when the evidence turns,
+so a run of full acceptances drives k to the cap within a few steps and repeated rejections drive it to 0.
+When nothing beats plain decoding the tracker only probes: a tiny draft after an exponentially growing
+number of idle steps, never more often than keeps the amortised probe cost within ``probe_budget`` (1 % by
+default) of plain decoding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from foretell.config import ConfigError
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Relative cost t(n)/t(1) of one target forward pass over n new tokens, measured at start-up.
+
+    ``points`` maps n to the ratio (n = 1 maps to 1.0 and is implied when absent); between points the ratio
+    is interpolated linearly, beyond the last point extrapolated along the last segment (never decreasing).
+    """
+
+    points: dict[int, float]
+    _ns: np.ndarray = field(init=False, repr=False, compare=False)
+    _ratios: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        points = {1: 1.0, **{int(n): float(r) for n, r in self.points.items()}}
+        if any(n < 1 for n in points):
+            raise ConfigError("cost_points", "token counts must be >= 1")
+        if any(not (math.isfinite(r) and r >= 1.0) for r in points.values()):
+            raise ConfigError("cost_points", "cost ratios must be finite and >= 1")
+        if len(points) < 2:
+            raise ConfigError("cost_points", "need a measured point with n > 1")
+        ns = sorted(points)
+        object.__setattr__(self, "_ns", np.array(ns, dtype=np.float64))
+        object.__setattr__(self, "_ratios", np.array([points[n] for n in ns], dtype=np.float64))
+
+    def ratio(self, n: float) -> float:
+        """t(n)/t(1) for a pass over ``n`` >= 1 new tokens."""
+        return float(self.ratios(np.array([n], dtype=np.float64))[0])
+
+    def ratios(self, ns: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`ratio`."""
+        ns = np.asarray(ns, dtype=np.float64)
+        inside = np.interp(ns, self._ns, self._ratios)
+        slope = max(0.0, (self._ratios[-1] - self._ratios[-2]) / (self._ns[-1] - self._ns[-2]))
+        beyond = self._ratios[-1] + slope * (ns - self._ns[-1])
+        return np.where(ns > self._ns[-1], beyond, inside)
+
+
+@dataclass
+class AcceptanceTracker:
+    """Per-request belief about the per-token acceptance probability α, plus the probing schedule.
+
+    The belief is a posterior over a fixed grid of α values (denser towards 1). Each proposing step first
+    forgets a little (with probability ``hazard`` the regime may have changed: mix in a uniform prior), then
+    multiplies by the step's likelihood α^accepted · (1 − α)^[accepted < proposed] (a fully accepted draft is
+    censored). Bursty predictions are handled by that forgetting: one early rejection after a long exact run
+    moves the belief from α ≈ 1 to low values at once, while a stationary α is averaged over ~1/hazard steps.
+
+    ``record(proposed, accepted)`` after every step (``proposed`` = draft tokens actually verified, 0 when
+    nothing was proposed). Settings: ``prior_alpha``/``prior_weight`` (the initial Beta prior's mean and
+    pseudo-count), ``hazard``, ``probe_k`` (size of a probe draft), ``probe_budget`` (max amortised probe
+    cost as a fraction of plain decoding), ``max_probe_interval`` (steps).
+    """
+
+    prior_alpha: float = 0.6
+    prior_weight: float = 2.0
+    hazard: float = 0.02
+    probe_k: int = 2
+    probe_budget: float = 0.01
+    max_probe_interval: int = 64
+    grid: np.ndarray = field(init=False, repr=False)  # the α values of the posterior
+    weights: np.ndarray = field(init=False, repr=False)  # posterior weights (sum 1)
+    _initial: np.ndarray = field(init=False, repr=False)  # the Beta prior from prior_alpha, prior_weight
+    _uniform: np.ndarray = field(init=False, repr=False)  # what forgetting mixes in
+    idle_steps: int = field(init=False, default=0)  # steps since the last proposal
+    fruitless_steps: int = field(init=False, default=0)  # consecutive proposals with nothing accepted
+
+    def __post_init__(self) -> None:
+        _require(0.0 < self.prior_alpha < 1.0, "prior_alpha", "must be in (0, 1)")
+        _require(self.prior_weight > 0.0, "prior_weight", "must be > 0")
+        _require(0.0 <= self.hazard < 1.0, "hazard", "must be in [0, 1)")
+        _require(self.probe_k >= 1, "probe_k", "must be >= 1")
+        _require(self.probe_budget >= 0.0, "probe_budget", "must be >= 0")
+        _require(self.max_probe_interval >= 1, "max_probe_interval", "must be >= 1")
+        near_one = 1.0 - np.geomspace(0.05, 5e-4, 24)
+        self.grid = np.unique(np.concatenate([np.linspace(0.0, 0.95, 39), near_one]))
+        a, b = self.prior_alpha * self.prior_weight, (1.0 - self.prior_alpha) * self.prior_weight
+        self._initial = self._beta_weights(a, b)
+        self._uniform = self._beta_weights(1.0, 1.0)
+        self.reset()
+
+    @property
+    def alpha(self) -> float:
+        """The posterior mean of α."""
+        return float(self.weights @ self.grid)
+
+    def expected_tokens(self, limit: int) -> np.ndarray:
+        """E[(1 − α^(k+1)) / (1 − α)] under the posterior, for k = 0 .. limit."""
+        moments = self.weights @ self.grid[:, None] ** np.arange(limit + 1)  # E[α^i]
+        return np.cumsum(moments)
+
+    def record(self, proposed: int, accepted: int) -> None:
+        """One step's outcome: ``accepted`` of ``proposed`` draft tokens (a prefix) were accepted."""
+        if not 0 <= accepted <= proposed:
+            raise ValueError(f"accepted={accepted} must be in [0, proposed={proposed}]")
+        if proposed == 0:
+            self.idle_steps += 1
+            return
+        self.idle_steps = 0
+        self.fruitless_steps = self.fruitless_steps + 1 if accepted == 0 else 0
+        prior = (1.0 - self.hazard) * self.weights + self.hazard * self._uniform
+        log_like = np.log1p(-self.grid) if accepted < proposed else np.zeros_like(self.grid)
+        if accepted:
+            with np.errstate(divide="ignore"):
+                log_like = log_like + accepted * np.log(self.grid)
+        posterior = prior * np.exp(log_like - log_like.max())
+        self.weights = posterior / posterior.sum()
+
+    def soften(self, keep: float = 0.25) -> None:
+        """Keep only ``keep`` of the belief, the rest back to the initial prior (after a realignment)."""
+        _require(0.0 <= keep <= 1.0, "keep", "must be in [0, 1]")
+        self.weights = keep * self.weights + (1.0 - keep) * self._initial
+
+    def reset(self) -> None:
+        """Forget all evidence: back to the initial prior."""
+        self.weights = self._initial.copy()
+        self.idle_steps = 0
+        self.fruitless_steps = 0
+
+    def probe_size(self, cost: CostModel, limit: int) -> int:
+        """Draft size for a probe now (0 = not yet): after an idle interval that doubles per fruitless
+        proposal and is long enough that the probe's extra cost, amortised, stays within ``probe_budget``."""
+        k = min(self.probe_k, limit)
+        if k <= 0 or self.probe_budget <= 0.0:
+            return 0
+        backoff = min(self.max_probe_interval, 2 ** min(self.fruitless_steps, 30))
+        affordable = math.ceil((cost.ratio(k + 1) - 1.0) / self.probe_budget)
+        return k if self.idle_steps + 1 >= max(backoff, affordable) else 0
+
+    def _beta_weights(self, a: float, b: float) -> np.ndarray:
+        """Beta(a, b) discretised on the grid (density times cell width, normalised)."""
+        x = np.clip(self.grid, 1e-9, 1 - 1e-9)
+        w = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x)) * np.gradient(self.grid)
+        return w / w.sum()
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """E(k) = (1 − α^(k+1)) / (1 − α): tokens emitted by one pass over a k-token draft (k + 1 when α = 1)."""
+    return float(np.sum(alpha ** np.arange(k + 1, dtype=np.float64)))
+
+
+def optimal_k(alpha: float, cost: CostModel, limit: int) -> int:
+    """argmax over k in [0, limit] of E(k) / ratio(k + 1); the smallest k on ties; 0 = plain decoding."""
+    if limit <= 0:
+        return 0
+    ks = np.arange(limit + 1, dtype=np.float64)
+    tokens_per_pass = np.cumsum(alpha**ks)  # E(0..limit)
+    return int(np.argmax(tokens_per_pass / cost.ratios(ks + 1)))
+
+
+def choose_k(
+    tracker: AcceptanceTracker, cost: CostModel, k_max: int, available: int, cap: int | None = None
+) -> int:
+    """Tokens to propose this step, maximising expected tokens per unit time:
+
+        k* = argmax_{0 <= k <= min(k_max, available, cap)}  E[(1 − α^(k+1)) / (1 − α)] / ratio(k + 1)
+
+    where the expectation is over the tracker's posterior of α (for a known α this is exactly
+    :func:`optimal_k`) and ratio = t(k+1)/t(1). k = 0 scores 1 (plain decoding); ties go to the smaller k.
+    When k* = 0 the tracker may still ask for a tiny probe (:meth:`AcceptanceTracker.probe_size`) so that a
+    prediction that becomes useful again is noticed.
+    """
+    limit = min(k_max, available, k_max if cap is None else cap)
+    if limit <= 0:
+        return 0
+    ks = np.arange(limit + 1, dtype=np.float64)
+    best = int(np.argmax(tracker.expected_tokens(limit) / cost.ratios(ks + 1)))
+    return best if best > 0 else tracker.probe_size(cost, limit)
+
+
+def _require(cond: bool, name: str, message: str) -> None:
+    if not cond:
+        raise ConfigError(name, message)

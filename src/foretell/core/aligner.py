@@ -1,0 +1,461 @@
+"""Prediction aligner: follows the output through the prediction and proposes what comes next.
+
+The caller's prediction P (e.g. the original file) is mostly copied into the output O, with edits. While
+the output is *aligned* (its latest tokens follow P up to ``cursor``) the aligner proposes
+P[cursor : cursor + k] and advances in O(accepted tokens). When the output departs from P at m (the last
+matched position) it keeps a few *hypotheses*: cursors in P with the evidence for them (how many latest
+output tokens equal the tokens right before the cursor, and how much information those tokens carry), and
+proposes from the best one until one is strong enough to become the new anchor.
+
+- Local search: occurrences of the latest output token just before and after m (within ``search_length``).
+- Global search (``search_length=None`` only): the nearest occurrences of the latest token and of the latest
+  trigram anywhere in P, for moved blocks and duplicated lines.
+- Ranking: evidence in bits (a token occurring c times in P is worth log2(|P| / c)) minus a penalty for
+  breaking order: jumps up to ``near`` tokens past m are free, further or backward jumps cost bits.
+- Cheap guesses while nothing has evidence: right after the divergence the token replaced P[m] (continue at
+  m + 1); later, tokens were inserted (continue at m); after an output line break (when ``newline_ids`` is
+  given), the next prediction line; and edits seen earlier in this request ("P[m] with output X -> skip r"
+  is learnt at every realignment, so a renamed identifier realigns at once from its second use on).
+- Small edits right after a good run (substitution, short insertion or deletion, two tokens merged into one)
+  re-anchor after a single matching token.
+- Blocks jumped over are remembered: when the output reaches the end of P, the earliest one is guessed next
+  (a moved block).
+- Drafts backed by weak evidence are short (``weak_cap`` doubling per ``cap_bits`` of score): a wrong anchor
+  wastes little verification work. Aligned drafts are unbounded (k decides).
+
+Worked example (token ids written as letters)::
+
+    P = a b c d e f g h          aligner = PredictionAligner(P)
+    propose(4)        -> a b c d   (aligned at 0)
+    observe(a b X)    -> a, b match; X != c: diverged at m = 2 (P[2] = c was the next predicted token)
+    propose(4)        -> d e f g   (guess: X replaced c, continue at m + 1)
+    observe(Y)        -> Y is not in P: still diverged, no evidence
+    propose(4)        -> c d e f   (guess: X Y were inserted, continue at m)
+    observe(c)        -> c = P[2]: X Y inserted after a good run, a small edit: aligned again at 3
+    propose(4)        -> d e f g
+
+Cost: O(1) per aligned token; O(max_hypotheses + spawns * evidence_cap) per diverged token, independent of
+|P| (``benchmarks/aligner_micro.py``: ~14 µs per aligned step and ~35 µs per step with an edit every ~50
+tokens, at 1k to 32k prediction tokens). The index (one NumPy argsort, a few ms at 32k tokens) is built on
+the first divergence, or up front with :meth:`PredictionAligner.build_index`. Pure Python + NumPy, no torch.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Collection, Sequence
+
+import numpy as np
+
+from foretell.core.draft import Draft, Proposer
+
+
+
+@dataclass(frozen=True)
+class AlignerConfig:
+    """Knobs of the realignment heuristics (defaults tuned with ``benchmarks/simulate_alignment.py``).
+
+    Window: ``search_length`` = how many prediction tokens past the last matched position realignment may
+    look (None = unbounded: global search and jumps back to skipped blocks allowed).
+
+    Re-anchoring (moves the anchor m): ``reanchor_evidence`` matched tokens scoring ``reanchor_min_bits``
+    (order penalty at ``reanchor_jump_cost`` bits per doubling), or ``reanchor_bits`` of such score, or a
+    single matched token when it closes an edit of at most ``bridge_gap`` tokens right after a good run.
+
+    Search: occurrences in the ``local_window`` tokens past m (at most ``local_spawns`` per token); at most
+    ``max_hypotheses`` kept; at most ``evidence_cap`` tokens compared backwards.
+
+    Ranking: bits of evidence; cursors up to ``near`` tokens past m are free, further jumps cost
+    ``jump_cost`` bits per doubling of the distance, backward ones ``back_cost`` bits more. Guesses score
+    ``substitution_score`` (continue at m + 1), 0 (insertion: continue at m), ``line_score`` (the next line
+    after an output line break, or a skipped block at the end) or ``learnt_score`` (an edit seen before,
+    when ``learn_edits``); a hypothesis must beat the guess and ``guess_score``. Below ``anchor_score`` the
+    prediction counts as lost and a fallback proposer may draft instead.
+
+    Draft length: ``weak_cap`` doubled per ``cap_bits`` of score (4, 8, 16, ... tokens), unbounded once
+    aligned.
+    """
+
+    search_length: int | None = None
+    reanchor_evidence: int = 4
+    reanchor_bits: float = 24.0
+    reanchor_min_bits: float = 8.0
+    reanchor_jump_cost: float = 3.0
+    bridge_gap: int = 3
+    local_window: int = 256
+    local_spawns: int = 4
+    max_hypotheses: int = 8
+    evidence_cap: int = 16
+    near: int = 16
+    jump_cost: float = 0.5
+    back_cost: float = 1.0
+    guess_score: float = 2.0
+    substitution_score: float = 1.0
+    line_score: float = 12.0
+    learnt_score: float = 20.0
+    anchor_score: float = 6.0
+    weak_cap: int = 4
+    cap_bits: float = 2.0
+    learn_edits: bool = True
+
+    def __post_init__(self) -> None:
+        if self.search_length is not None and self.search_length < 1:
+            raise ValueError("search_length must be >= 1 or None")
+        if min(self.reanchor_evidence, self.weak_cap, self.max_hypotheses, self.near) < 1:
+            raise ValueError("reanchor_evidence, weak_cap, max_hypotheses and near must be >= 1")
+
+
+class _PredictionIndex:
+    """Where each token occurs in the prediction: one NumPy argsort, then cached lookups.
+
+    Example: P = [5, 7, 5, 9] -> token_positions(5) == [0, 2]; trigram_ends(7, 5, 9) == [3].
+    """
+
+    def __init__(self, prediction: list[int]):
+        self._pred = prediction
+        self._arr = np.asarray(prediction, dtype=np.int64)
+        self._order = np.argsort(self._arr)
+        self._sorted = self._arr[self._order]
+        self._cache: dict[int, tuple[list[int], np.ndarray]] = {}
+
+    def _lookup(self, token: int) -> tuple[list[int], np.ndarray]:
+        found = self._cache.get(token)
+        if found is None:
+            lo, hi = np.searchsorted(self._sorted, (token, token + 1))
+            positions = np.sort(self._order[lo:hi])
+            found = self._cache[token] = (positions.tolist(), positions)
+        return found
+
+    def token_positions(self, token: int) -> list[int]:
+        """Ascending positions i with P[i] == token."""
+        return self._lookup(token)[0]
+
+    def trigram_ends(self, a: int, b: int, c: int, limit: int = 64) -> list[int]:
+        """Ascending positions i with P[i-2:i+1] == (a, b, c), found from the rarest of the three tokens;
+        empty when even that one occurs more than ``limit`` times (such a trigram says little)."""
+        lists = [self._lookup(t)[0] for t in (a, b, c)]
+        offset = min(range(3), key=lambda j: len(lists[j]))
+        if len(lists[offset]) > limit:
+            return []
+        pred, shift = self._pred, 2 - offset
+        return [i + shift for i in lists[offset]
+                if 2 <= i + shift < len(pred) and pred[i + shift] == c and pred[i + shift - 1] == b
+                and pred[i + shift - 2] == a]
+
+
+class PredictionAligner(Proposer):
+    """Proposes the prediction's next tokens and realigns after the output departs from it.
+
+    ``newline_ids``: token ids whose text contains a line break (optional; when given, an output line
+    break while diverged guesses the next prediction line). Read-only state for the engine / adaptive k:
+    :attr:`aligned`, :attr:`position` (prediction index the next draft starts at, -1 when none),
+    :attr:`evidence` (matched tokens backing it), :attr:`last_matched` (the anchor realignment measures jumps
+    from), :meth:`available` and :meth:`suggested_cap` (the longest draft the evidence justifies).
+    """
+
+    def __init__(self, prediction: Sequence[int], search_length: int | None = None,
+                 config: AlignerConfig | None = None, newline_ids: Collection[int] | None = None):
+        config = config or AlignerConfig()
+        if search_length is not None:
+            config = AlignerConfig(**{**config.__dict__, "search_length": search_length})
+        self.config = config
+        self._pred: list[int] = [int(t) for t in prediction]
+        self._newline = frozenset(int(t) for t in newline_ids) if newline_ids else frozenset()
+        self._index: _PredictionIndex | None = None  # built on the first divergence
+        self._bits_cache: dict[int, float] = {}
+        self._out: list[int] = []  # every output token observed so far
+        # aligned state: the next prediction index and the matched tokens behind it (the output is expected
+        # to start like the prediction, so it starts trusted)
+        self._aligned = True
+        self._cursor = 0
+        self._run = config.reanchor_evidence
+        # diverged state
+        self._anchor = 0  # m: the prediction index the output departed at
+        self._prior_run = 0  # matched tokens right before the divergence
+        self._since = 0  # output tokens observed since the divergence
+        self._hyps: dict[int, tuple[int, float]] = {}  # cursor -> (matched tokens, bits) right before it
+        self._edits: dict[tuple[int | None, tuple[int, ...]], int] = {}  # (P[m] or None, output) -> skipped
+        self._skipped: list[tuple[int, int]] = []  # prediction blocks jumped over, [lo, hi)
+        self._best: tuple[int, int] = (0 if self._pred else -1, self._run)  # (draft start, evidence)
+        self._best_score = math.inf
+        self._top: tuple[float, int, int, float] | None = None  # best hypothesis: (score, -cursor, tokens, bits)
+
+    # ---- read-only state -------------------------------------------------------------------------------
+
+    @property
+    def prediction(self) -> list[int]:
+        return self._pred
+
+    @property
+    def aligned(self) -> bool:
+        """True while the latest output tokens follow the prediction at a trusted anchor."""
+        return self._aligned
+
+    @property
+    def last_matched(self) -> int:
+        """Prediction index right after the last trusted match (where the output departed, if it did)."""
+        return self._cursor if self._aligned else self._anchor
+
+    @property
+    def position(self) -> int:
+        """Prediction index the next draft would start at, or -1 when nothing would be proposed."""
+        return self._best[0]
+
+    @property
+    def evidence(self) -> int:
+        """Matched output tokens backing the next draft (0 for a bare guess after a divergence)."""
+        return self._best[1]
+
+    @property
+    def confidence(self) -> float:
+        """Score of the next draft in bits (inf when aligned; a guess scores its kind's ``*_score``)."""
+        return self._best_score if self._best[0] >= 0 else -math.inf
+
+    @property
+    def has_anchor(self) -> bool:
+        """Aligned, or diverged with a draft scoring at least ``anchor_score`` (else a fallback may do better)."""
+        return self._best[0] >= 0 and (self._aligned or self._best_score >= self.config.anchor_score)
+
+    def available(self) -> int:
+        start = self._best[0]
+        return 0 if start < 0 else len(self._pred) - start
+
+    def suggested_cap(self) -> int:
+        """The longest draft the evidence justifies: the rest of the prediction when aligned, else
+        ``weak_cap`` doubled per ``cap_bits`` of :attr:`confidence` (a bare insertion guess: 4 tokens; a
+        1-token hypothesis worth 6 bits: 32; a learnt edit: unbounded, with the defaults); 0 with no draft."""
+        start, evidence = self._best
+        if start < 0:
+            return 0
+        if self._aligned and start == self._cursor:
+            return len(self._pred) - start
+        doublings = int(max(self._best_score, 0.0) / self.config.cap_bits)
+        return self.config.weak_cap << min(doublings, 24)
+
+    # ---- Proposer ------------------------------------------------------------------------------------
+
+    def propose(self, k: int) -> Draft:
+        start = self._best[0]
+        if start < 0 or k <= 0:
+            return Draft([], None, "prediction")
+        length = min(k, self.suggested_cap(), len(self._pred) - start)
+        return Draft(self._pred[start:start + length], None, "prediction")
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        tokens = [int(t) for t in tokens]
+        pred, n, out = self._pred, len(self._pred), self._out
+        i = 0
+        while i < len(tokens):
+            if self._aligned:
+                begin, cursor = i, self._cursor
+                while i < len(tokens) and cursor < n and pred[cursor] == tokens[i]:
+                    cursor += 1
+                    i += 1
+                out.extend(tokens[begin:i])
+                self._run += cursor - self._cursor
+                self._cursor = cursor
+                if i == len(tokens):
+                    break
+                self._diverge()
+            out.append(tokens[i])
+            self._step_diverged(tokens[i])
+            i += 1
+        self._best = self._choose()
+
+    # ---- divergence and realignment --------------------------------------------------------------------
+
+    def build_index(self) -> None:
+        """Build the prediction index now (else on the first divergence): O(|P| log |P|) with NumPy."""
+        self._index_or_build()
+
+    def _index_or_build(self) -> _PredictionIndex:
+        if self._index is None:
+            self._index = _PredictionIndex(self._pred)
+        return self._index
+
+    def _diverge(self) -> None:
+        self._aligned = False
+        self._anchor = self._cursor
+        self._prior_run = self._run
+        self._since = 0
+        self._hyps = {}
+        self._top = None
+
+    def _step_diverged(self, token: int) -> None:
+        """Extend the hypotheses that predicted ``token``, add new ones where it occurs (searching wide only
+        when no hypothesis is being extended), keep the best few, and re-anchor on a strong one."""
+        self._since += 1
+        pred, n, cfg = self._pred, len(self._pred), self.config
+        gain = self._bits(token)
+        hyps: dict[int, tuple[int, float]] = {}
+        longest = 0
+        for cursor, (evidence, bits) in self._hyps.items():
+            if cursor < n and pred[cursor] == token:
+                hyps[cursor + 1] = (evidence + 1, bits + gain)
+                longest = max(longest, evidence + 1)
+        for i in self._spawn_positions(token, wide=longest < 2):
+            if i + 1 not in hyps:
+                hyps[i + 1] = self._evidence_at(i)
+        score = self._score
+        ranked = sorted(((score(c, b), -c, e, b) for c, (e, b) in hyps.items()), reverse=True)
+        ranked = ranked[: cfg.max_hypotheses]
+        self._hyps = {-neg_cursor: (e, b) for _, neg_cursor, e, b in ranked}
+        self._top = ranked[0] if ranked else None
+        if self._top is None:
+            return
+        _, neg_cursor, evidence, bits = self._top
+        cursor = -neg_cursor
+        strict = score(cursor, bits, strict=True)
+        strong = evidence >= cfg.reanchor_evidence and strict >= cfg.reanchor_min_bits
+        if strong or strict >= cfg.reanchor_bits or self._bridges(cursor, evidence):
+            self._learn_edit(cursor, evidence)
+            self._reanchor(cursor, evidence)
+
+    def _bridges(self, cursor: int, evidence: int) -> bool:
+        """A small edit right after a good run: the hypothesis resumes P at most ``bridge_gap`` edits from
+        the divergence (substitution, short insertion or deletion, two tokens merged into one, ...)."""
+        skipped = cursor - evidence - self._anchor  # prediction tokens the output left out
+        inserted = self._since - evidence  # output tokens that are not in the prediction
+        return (self._prior_run >= self.config.reanchor_evidence and skipped >= 0 and inserted >= 0
+                and skipped + inserted <= self.config.bridge_gap)
+
+    def _learn_edit(self, cursor: int, evidence: int) -> None:
+        """Remember a short edit that this realignment closed: "output X where P[m] was expected -> skip r
+        prediction tokens", keyed by (P[m], X) and by X alone (a renamed identifier recurs before varied
+        tokens)."""
+        skipped, inserted = cursor - evidence - self._anchor, self._since - evidence
+        if self.config.learn_edits and 0 <= skipped <= 8 and 1 <= inserted <= 4 and self._anchor < len(self._pred):
+            emitted = tuple(self._out[-self._since:][:inserted])
+            self._edits[(self._pred[self._anchor], emitted)] = skipped
+            self._edits[(None, emitted)] = skipped
+
+    def _reanchor(self, cursor: int, evidence: int) -> None:
+        start = cursor - evidence
+        self._skipped = [(lo, hi) for lo, hi in self._skipped if not lo <= start < hi]
+        jumped = start - self._anchor > self.config.bridge_gap and self.config.search_length is None
+        if jumped and len(self._skipped) < 16:
+            # jumped over a block: it may come later (a moved block), from the start of its line
+            self._skipped.append((self._line_start(self._anchor), start))
+        self._aligned = True
+        self._cursor = cursor
+        self._run = max(evidence, self.config.reanchor_evidence)
+        self._hyps = {}
+        self._top = None
+
+    def _bits(self, token: int) -> float:
+        """Information in matching ``token``: log2(len(P) / occurrences of token in P)."""
+        bits = self._bits_cache.get(token)
+        if bits is None:
+            count = len(self._index_or_build().token_positions(token))
+            bits = self._bits_cache[token] = math.log2((len(self._pred) + 1) / max(count, 1))
+        return bits
+
+    def _spawn_positions(self, token: int, wide: bool) -> list[int]:
+        """Prediction indices i with P[i] == token worth a new hypothesis (cursor i + 1): the first few at or
+        after m - 1 within the local window; when ``wide`` (and unbounded), also the nearest before m - 1 and
+        past the window, and the nearest occurrences of the latest output trigram."""
+        cfg, m = self.config, self._anchor
+        positions = self._index_or_build().token_positions(token)
+        lo = m - 1
+        window = cfg.local_window if cfg.search_length is None else min(cfg.local_window, cfg.search_length)
+        first = bisect.bisect_left(positions, lo)
+        found = [i for i in positions[first:first + cfg.local_spawns] if i < m + window]
+        if cfg.search_length is not None or not wide:
+            return found
+        if first > 0:
+            found.append(positions[first - 1])  # nearest occurrence before the anchor
+        beyond = bisect.bisect_left(positions, m + window, first)
+        if beyond < len(positions):
+            found.append(positions[beyond])  # nearest occurrence past the local window
+        out = self._out
+        if len(out) >= 3:
+            ends = self._index_or_build().trigram_ends(out[-3], out[-2], out[-1])
+            if ends:
+                split = bisect.bisect_left(ends, lo)
+                found.extend(ends[max(split - 1, 0):split + 1])
+        return found
+
+    def _evidence_at(self, i: int) -> tuple[int, float]:
+        """(tokens, bits): how many latest output tokens equal P[..i] read backwards (capped) and the
+        information they carry; (1, bits(P[i])) when only P[i] does."""
+        pred, out = self._pred, self._out
+        cap = min(self.config.evidence_cap, i + 1, len(out))
+        length, bits = 0, 0.0
+        while length < cap and pred[i - length] == out[-1 - length]:
+            bits += self._bits(pred[i - length])
+            length += 1
+        return length, bits
+
+    def _score(self, cursor: int, bits: float, strict: bool = False) -> float:
+        """Evidence in bits minus a penalty for breaking order relative to the anchor m: cursors in
+        [m, m + near] are free, jumps further ahead cost ``jump_cost`` bits per doubling of the distance,
+        backward jumps ``back_cost`` bits more (``strict``: ``reanchor_jump_cost`` per doubling, used for
+        re-anchoring, which moves m)."""
+        cfg, m = self.config, self._anchor
+        ahead = cursor - m
+        if 0 <= ahead <= cfg.near:
+            return bits
+        per_doubling = cfg.reanchor_jump_cost if strict else cfg.jump_cost
+        if ahead > 0:
+            return bits - per_doubling * (ahead // cfg.near).bit_length()
+        return bits - cfg.back_cost - per_doubling * (-ahead // cfg.near + 1).bit_length()
+
+    def _guess(self) -> tuple[int, float]:
+        """(cursor, score) to continue at with no evidence: a learnt edit, the next line after an output
+        line break, right after a replaced token, else at the anchor (an insertion)."""
+        cfg, m, n, out, g = self.config, self._anchor, len(self._pred), self._out, self._since
+        guess, score = (m + 1, cfg.substitution_score) if g == 1 else (m, 0.0)
+        if self._newline and out and out[-1] in self._newline:
+            guess, score = self._next_line_start(m), cfg.line_score
+        if self._skipped and n - guess <= 2:  # (nearly) past the end: a block jumped over earlier
+            guess, score = self._skipped[0][0], cfg.line_score
+        if self._edits and m < n and g <= 4:
+            emitted = tuple(out[-g:])
+            skip = self._edits.get((self._pred[m], emitted), self._edits.get((None, emitted)))
+            if skip is not None:
+                guess, score = m + skip, cfg.learnt_score
+        if cfg.search_length is not None and guess > m + cfg.search_length:
+            guess, score = m, 0.0  # beyond the search window
+        return (guess, score) if 0 <= guess < n else (-1, 0.0)
+
+    def _line_start(self, m: int, reach: int = 2) -> int:
+        """The start of the line holding m if it is at most ``reach`` tokens back (needs ``newline_ids``)."""
+        pred, newline = self._pred, self._newline
+        if not newline:
+            return m
+        for i in range(m, max(m - reach, 0) - 1, -1):
+            if i == 0 or pred[i - 1] in newline:
+                return i
+        return m
+
+    def _next_line_start(self, m: int, reach: int = 64) -> int:
+        """The start of the line holding m when m sits at most one token into it (a whole line was
+        inserted), else the start of the next line (the line was edited); m itself if neither is near."""
+        start = self._line_start(m, reach=1)
+        if start < m or m == 0 or self._pred[m - 1] in self._newline:
+            return start
+        pred, newline = self._pred, self._newline
+        for i in range(m, min(len(pred), m + reach)):
+            if pred[i] in newline:
+                return i + 1
+        return m
+
+    def _choose(self) -> tuple[int, int]:
+        """(draft start, evidence) for the next proposal; sets ``_best_score`` (its confidence in bits)."""
+        if self._aligned:
+            self._best_score = math.inf
+            if self._cursor < len(self._pred) - 2 or (self._cursor < len(self._pred) and not self._skipped):
+                return (self._cursor, self._run)
+            if self._skipped:  # at the end of the prediction: a block jumped over earlier may come now
+                self._best_score = self.config.line_score
+                return (self._skipped[0][0], 0)
+            return (-1, self._run)
+        guess, guess_score = self._guess()
+        top = self._top
+        if top is not None and top[0] >= max(guess_score, self.config.guess_score):
+            self._best_score = top[0]
+            return (-top[1], top[2]) if -top[1] < len(self._pred) else (-1, top[2])
+        self._best_score = guess_score
+        return (guess, 0)

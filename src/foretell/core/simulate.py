@@ -1,0 +1,294 @@
+"""Count target forward passes for a proposer on a known output, against an oracle and two baselines.
+
+The standard rule, one target pass per iteration: the proposer drafts d (len(d) <= k); the target accepts
+the longest prefix of d that matches the output O at the current position and adds one token of its own;
+the proposer observes the accepted tokens and that one. Passes are what a lossless drafter saves.
+
+The oracle knows O: each pass it drafts the longest substring of P that matches O at the current position
+(capped at k). Greedy-longest is optimal because the ends i + min(k, ms[i]) of the matching statistics are
+non-decreasing in i. It walks a suffix automaton of P: O(|P| + |O|) in all.
+
+Alignment efficiency = oracle passes / proposer passes (1.0 = as good as knowing the output).
+
+Example, P = "a b c d", O = "a b X c d", k = 8: the oracle needs 2 passes ("a b" + X, "c d"); a
+stop-at-first-divergence proposer needs 3 (a b + X, then c and d one per pass): efficiency 2/3.
+
+Baselines (here only, for comparison): :class:`FirstDivergenceProposer` (OpenAI-like: the prediction in
+order until the first mismatch, then nothing) and :class:`LineBasedProposer` (Cascade-like: after a
+mismatch nothing until an output line completes that equals a later prediction line).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence, Union
+
+from foretell.core.draft import Draft, Proposer
+
+KPolicy = Union[int, Callable[[Proposer], int]]
+
+
+@dataclass
+class SimResult:
+    """Passes and draft counts of one simulated generation."""
+
+    passes: int
+    proposed: int
+    accepted: int
+    output_len: int
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted draft tokens / proposed draft tokens (1.0 when nothing was proposed)."""
+        return self.accepted / self.proposed if self.proposed else 1.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.output_len / self.passes if self.passes else 0.0
+
+
+def efficiency(oracle: SimResult, ours: SimResult) -> float:
+    """Alignment efficiency: oracle passes / our passes (1.0 for an empty output)."""
+    return oracle.passes / ours.passes if ours.passes else 1.0
+
+
+def simulate(proposer: Proposer, output: Sequence[int], k: KPolicy = 64) -> SimResult:
+    """Generate ``output`` under the standard rule with ``proposer``; ``k`` is fixed or k(proposer)."""
+    output = list(output)
+    pos = passes = proposed = accepted = 0
+    while pos < len(output):
+        budget = k if isinstance(k, int) else int(k(proposer))
+        draft = proposer.propose(max(budget, 0)).tokens
+        if len(draft) > budget:
+            raise ValueError(f"proposer drafted {len(draft)} tokens with k={budget}")
+        hits = _common_prefix(draft, output, pos)
+        step = output[pos:pos + hits + 1]  # accepted draft tokens + the target's own token (if any left)
+        proposer.observe(step)
+        passes += 1
+        proposed += len(draft)
+        accepted += hits
+        pos += len(step)
+    return SimResult(passes, proposed, accepted, len(output))
+
+
+def _common_prefix(draft: Sequence[int], output: Sequence[int], pos: int) -> int:
+    limit = min(len(draft), len(output) - pos)
+    hits = 0
+    while hits < limit and draft[hits] == output[pos + hits]:
+        hits += 1
+    return hits
+
+
+class SuffixAutomaton:
+    """Suffix automaton of a token sequence: every substring of it is a path from the root.
+
+    Example: SuffixAutomaton([1, 2, 3, 1, 2]).longest_match([2, 3, 9], 0) == 2 ([2, 3] occurs).
+    """
+
+    def __init__(self, seq: Sequence[int]):
+        self.next: list[dict[int, int]] = [{}]
+        self.link: list[int] = [-1]
+        self.length: list[int] = [0]
+        last = 0
+        for token in seq:
+            last = self._extend(last, int(token))
+
+    def _extend(self, last: int, token: int) -> int:
+        nxt, link, length = self.next, self.link, self.length
+        cur = len(nxt)
+        nxt.append({})
+        link.append(0)
+        length.append(length[last] + 1)
+        p = last
+        while p != -1 and token not in nxt[p]:
+            nxt[p][token] = cur
+            p = link[p]
+        if p != -1:
+            q = nxt[p][token]
+            if length[p] + 1 == length[q]:
+                link[cur] = q
+            else:
+                clone = len(nxt)
+                nxt.append(dict(nxt[q]))
+                link.append(link[q])
+                length.append(length[p] + 1)
+                while p != -1 and nxt[p].get(token) == q:
+                    nxt[p][token] = clone
+                    p = link[p]
+                link[q] = link[cur] = clone
+        return cur
+
+    def longest_match(self, seq: Sequence[int], start: int, cap: int | None = None) -> int:
+        """Length of the longest prefix of seq[start:] (at most ``cap``) that occurs in the sequence."""
+        state, matched = 0, 0
+        limit = len(seq) - start if cap is None else min(cap, len(seq) - start)
+        while matched < limit:
+            state = self.next[state].get(seq[start + matched], -1)
+            if state < 0:
+                break
+            matched += 1
+        return matched
+
+
+def oracle(prediction: Sequence[int], output: Sequence[int], k: int = 64, min_match: int = 1) -> SimResult:
+    """Passes when every draft is the longest substring of the prediction matching the output (<= k).
+
+    ``min_match`` > 1 gives a weaker reference that drafts nothing when the longest match is shorter (it
+    forgoes the single tokens of new text that only hindsight can pick out of the prediction).
+    """
+    automaton = SuffixAutomaton(prediction)
+    output = list(output)
+    pos = passes = accepted = 0
+    while pos < len(output):
+        hits = automaton.longest_match(output, pos, k)
+        hits = hits if hits >= min_match else 0
+        passes += 1
+        accepted += hits
+        pos = min(len(output), pos + hits + 1)
+    return SimResult(passes, accepted, accepted, len(output))
+
+
+def newline_ids(token_ids: Iterable[int], token_text: Callable[[int], str]) -> frozenset[int]:
+    """The ids among ``token_ids`` whose text contains a line break (an engine scans its whole vocabulary)."""
+    return frozenset(t for t in set(token_ids) if "\n" in token_text(t))
+
+
+class FirstDivergenceProposer(Proposer):
+    """Baseline (OpenAI-like): the prediction in order until the output first departs, then nothing."""
+
+    def __init__(self, prediction: Sequence[int]):
+        self._pred = list(prediction)
+        self._cursor = 0
+        self._diverged = False
+
+    def propose(self, k: int) -> Draft:
+        if self._diverged:
+            return Draft([], None, "prediction")
+        return Draft(self._pred[self._cursor:self._cursor + k], None, "prediction")
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        for token in tokens:
+            if not self._diverged and self._cursor < len(self._pred) and self._pred[self._cursor] == token:
+                self._cursor += 1
+            else:
+                self._diverged = True
+
+
+class LineBasedProposer(Proposer):
+    """Baseline (Cascade-like): cursor fast path; after a mismatch, nothing is proposed until an output
+    line completes that equals a prediction line at or after the diverged one, and the output's partial
+    next line is a prefix of the following prediction line ending on a prediction token boundary; drafts
+    then resume from there.
+
+    Example: P lines "a = 1", "b = 2", "c = 3"; O lines "a = 1", "b = 20", "c = 3": diverged inside
+    "b = 2..."; the output line "b = 20" matches nothing; "c = 3" would match, so the proposer resumes only
+    after it (here: at the end).
+    """
+
+    def __init__(self, prediction: Sequence[int], token_text: Callable[[int], str]):
+        self._pred = list(prediction)
+        self._text = token_text
+        self._offsets = [0]  # char offset where each prediction token starts (+ the end)
+        for token in self._pred:
+            self._offsets.append(self._offsets[-1] + len(token_text(token)))
+        self._starts = {offset: i for i, offset in reversed(list(enumerate(self._offsets)))}
+        full = "".join(token_text(t) for t in self._pred)
+        self._lines = full.split("\n")
+        self._line_offsets = [0]
+        for line in self._lines[:-1]:
+            self._line_offsets.append(self._line_offsets[-1] + len(line) + 1)
+        self._cursor: int | None = 0
+        self._search_from = 0  # first prediction line a completed output line may match
+        self._partial = ""  # output text since its last newline
+        self._resume_line: int | None = None  # prediction line after the last matched output line
+
+    def propose(self, k: int) -> Draft:
+        if self._cursor is None:
+            return Draft([], None, "prediction")
+        return Draft(self._pred[self._cursor:self._cursor + k], None, "prediction")
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        for token in tokens:
+            if self._cursor is not None:
+                if self._cursor < len(self._pred) and self._pred[self._cursor] == token:
+                    self._cursor += 1
+                else:
+                    self._search_from = self._line_of(self._cursor)
+                    self._cursor = None
+            self._add_text(self._text(token))
+
+    def _line_of(self, token_index: int) -> int:
+        return bisect.bisect_right(self._line_offsets, self._offsets[token_index]) - 1
+
+    def _add_text(self, text: str) -> None:
+        *complete, rest = (self._partial + text).split("\n")
+        self._partial = rest
+        if self._cursor is not None:
+            return
+        for line in complete:
+            self._match_line(line)
+        if complete:
+            self._try_resume()
+
+    def _match_line(self, line: str) -> None:
+        """Match a completed output line; blank lines are too ambiguous to match, they only step over blank
+        prediction lines after a match."""
+        if not line.strip():
+            resume = self._resume_line
+            if resume is not None and resume < len(self._lines) and not self._lines[resume].strip():
+                self._resume_line = resume + 1
+            return
+        for idx in range(self._search_from, len(self._lines)):
+            if self._lines[idx] == line:
+                self._search_from = self._resume_line = idx + 1
+                return
+        self._resume_line = None
+
+    def _try_resume(self) -> None:
+        line = self._resume_line
+        if line is None or line >= len(self._lines) or not self._lines[line].startswith(self._partial):
+            return
+        start = self._starts.get(self._line_offsets[line] + len(self._partial))
+        if start is not None:
+            self._cursor = start
+
+
+@dataclass
+class Comparison:
+    """One (prediction, output) pair under the oracle, our proposer and the baselines."""
+
+    oracle: SimResult
+    ours: SimResult
+    first_divergence: SimResult
+    line_based: SimResult | None
+
+    @property
+    def efficiency(self) -> float:
+        return efficiency(self.oracle, self.ours)
+
+    @property
+    def first_divergence_efficiency(self) -> float:
+        return efficiency(self.oracle, self.first_divergence)
+
+    @property
+    def line_based_efficiency(self) -> float | None:
+        return None if self.line_based is None else efficiency(self.oracle, self.line_based)
+
+
+def compare(prediction: Sequence[int], output: Sequence[int], make_ours: Callable[[], Proposer],
+            k: KPolicy = 64, token_text: Callable[[int], str] | None = None, oracle_k: int = 64) -> Comparison:
+    """Simulate ``make_ours()`` and the baselines on one pair; the line baseline needs ``token_text``.
+
+    The oracle and the baselines draft up to ``k`` when it is fixed, else ``oracle_k``.
+    """
+    fixed_k = k if isinstance(k, int) else oracle_k
+    line_based = None
+    if token_text is not None:
+        line_based = simulate(LineBasedProposer(prediction, token_text), output, fixed_k)
+    return Comparison(
+        oracle=oracle(prediction, output, fixed_k),
+        ours=simulate(make_ours(), output, k),
+        first_divergence=simulate(FirstDivergenceProposer(prediction), output, fixed_k),
+        line_based=line_based,
+    )

@@ -1,0 +1,146 @@
+"""Adaptive k: cost model, acceptance tracking, the choice of k on perfect, garbage and stationary drafts."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from foretell.config import ConfigError
+from foretell.core.adaptive_k import AcceptanceTracker, CostModel, choose_k, expected_tokens, optimal_k
+
+FLAT = CostModel({1: 1.0, 2: 1.01, 8: 1.03, 32: 1.2, 64: 1.52, 128: 2.3})  # 0.5B model on this CPU
+STEEP = CostModel({2: 1.3, 8: 2.4, 64: 12.0})  # llama.cpp-like verify cost
+
+
+def test_cost_model_interpolates_and_extrapolates():
+    assert FLAT.ratio(1) == 1.0 and FLAT.ratio(64) == 1.52
+    assert FLAT.ratio(16) == pytest.approx(1.03 + (1.2 - 1.03) * 8 / 24)
+    assert FLAT.ratio(192) == pytest.approx(2.3 + (2.3 - 1.52))
+    assert STEEP.ratio(1) == 1.0  # n = 1 is implied
+    assert np.allclose(FLAT.ratios(np.array([1, 2, 64])), [1.0, 1.01, 1.52])
+
+
+@pytest.mark.parametrize("points", [{2: 0.9}, {0: 1.0, 4: 1.1}, {1: 1.0}, {4: float("nan")}])
+def test_cost_model_validation(points):
+    with pytest.raises(ConfigError):
+        CostModel(points)
+
+
+def test_expected_tokens_formula():
+    assert expected_tokens(0.5, 3) == pytest.approx((1 - 0.5**4) / 0.5)
+    assert expected_tokens(1.0, 7) == 8
+    assert expected_tokens(0.0, 5) == 1
+
+
+def test_optimal_k_is_monotone_in_alpha():
+    for cost in (FLAT, STEEP):
+        ks = [optimal_k(a, cost, 256) for a in np.linspace(0, 1, 101)]
+        assert ks == sorted(ks)
+        assert ks[0] == 0 and ks[-1] == 256
+    assert optimal_k(0.9, FLAT, 0) == 0
+
+
+def simulate(accepted_fn, cost, steps, k_max=256, seed=0, tracker=None):
+    """Run the policy: returns the chosen ks and the time per emitted token relative to plain decoding."""
+    rng = random.Random(seed)
+    tracker = tracker or AcceptanceTracker()
+    ks, tokens, time = [], 0, 0.0
+    for step in range(steps):
+        k = choose_k(tracker, cost, k_max, available=1 << 30)
+        accepted = accepted_fn(rng, k, step)
+        tracker.record(k, accepted)
+        ks.append(k)
+        tokens += accepted + 1
+        time += cost.ratio(k + 1)
+    return ks, time / tokens
+
+
+def geometric(alpha):
+    def accepted(rng, k, step):
+        n = 0
+        while n < k and rng.random() < alpha:
+            n += 1
+        return n
+
+    return accepted
+
+
+def test_perfect_predictions_grow_k_to_64_within_a_few_steps():
+    ks, _ = simulate(lambda rng, k, step: k, FLAT, steps=6)
+    assert ks[0] > 0 and max(ks[:3]) >= 64 and ks[-1] == 256
+    assert ks == sorted(ks)
+
+
+@pytest.mark.parametrize("cost", [FLAT, STEEP], ids=["flat", "steep"])
+def test_garbage_predictions_cost_at_most_two_percent(cost):
+    ks, relative_time = simulate(lambda rng, k, step: 0, cost, steps=600)
+    assert relative_time <= 1.02
+    tail = ks[-300:]
+    assert sum(1 for k in tail if k) <= 10 and max(tail) <= 2  # rare tiny probes only
+
+
+def test_a_probe_that_succeeds_brings_speculation_back():
+    tracker = AcceptanceTracker()
+    simulate(lambda rng, k, step: 0, FLAT, steps=400, tracker=tracker)
+    ks, _ = simulate(lambda rng, k, step: k, FLAT, steps=80, tracker=tracker)
+    first_probe = next(i for i, k in enumerate(ks) if k)
+    assert first_probe < 65 and max(ks[first_probe : first_probe + 4]) >= 64
+
+
+def test_a_rejection_after_a_long_exact_run_shrinks_k_fast():
+    ks, _ = simulate(lambda rng, k, step: k if step < 10 else 0, FLAT, steps=14)
+    assert ks[9] == 256 and max(ks[12:]) <= 8
+
+
+@pytest.mark.parametrize("alpha", [0.2, 0.5, 0.8, 0.95])
+@pytest.mark.parametrize("cost", [FLAT, STEEP], ids=["flat", "steep"])
+def test_stationary_acceptance_is_close_to_the_best_fixed_k(alpha, cost):
+    best = max(expected_tokens(alpha, k) / cost.ratio(k + 1) for k in range(257))
+    rates = [1.0 / simulate(geometric(alpha), cost, steps=200, seed=s)[1] for s in range(3)]
+    assert np.mean(rates) >= 0.85 * best and np.mean(rates) >= 0.98  # near the oracle, never much below plain
+
+
+def test_more_acceptance_never_proposes_less():
+    chosen = []
+    for accepted in range(11):
+        tracker = AcceptanceTracker()
+        for _ in range(5):
+            tracker.record(10, accepted)
+        chosen.append(choose_k(tracker, FLAT, 256, 1 << 30))
+    assert chosen == sorted(chosen) and chosen[-1] > chosen[0]
+    alphas = []
+    for accepted in range(11):
+        tracker = AcceptanceTracker()
+        tracker.record(10, accepted)
+        alphas.append(tracker.alpha)
+    assert alphas == sorted(alphas)
+
+
+def test_limits_cap_available_and_k_max():
+    tracker = AcceptanceTracker()
+    for _ in range(5):
+        tracker.record(64, 64)
+    assert choose_k(tracker, FLAT, k_max=256, available=1 << 30) >= 128
+    assert choose_k(tracker, FLAT, k_max=256, available=1 << 30, cap=8) == 8
+    assert choose_k(tracker, FLAT, k_max=256, available=5) == 5
+    assert choose_k(tracker, FLAT, k_max=0, available=100) == 0
+
+
+def test_soften_reset_and_validation():
+    tracker = AcceptanceTracker()
+    initial = tracker.alpha
+    for _ in range(4):
+        tracker.record(32, 32)
+    high = tracker.alpha
+    tracker.soften(0.25)
+    assert initial < tracker.alpha < high
+    tracker.reset()
+    assert tracker.alpha == pytest.approx(initial) and tracker.idle_steps == 0
+    with pytest.raises(ValueError):
+        tracker.record(3, 4)
+    with pytest.raises(ConfigError):
+        AcceptanceTracker(hazard=1.0)
+    with pytest.raises(ConfigError):
+        AcceptanceTracker(prior_alpha=0.0)

@@ -1,0 +1,277 @@
+"""Prediction aligner and the per-request PredictionProposer / make_proposer factory."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from foretell.config import SpeculationParams
+from foretell.core.aligner import AlignerConfig, PredictionAligner
+from foretell.core.draft import Draft
+from foretell.core.ngram import NgramProposer
+from foretell.core.prediction import PredictionProposer, make_proposer
+from foretell.core.simulate import oracle, simulate
+
+FAST = settings(max_examples=60, deadline=None)
+
+# ------------------------------------------------------------------------------------------ strategies
+
+tokens = st.integers(min_value=0, max_value=12)  # a small alphabet: many repeats, many candidate anchors
+predictions = st.lists(tokens, min_size=0, max_size=120)
+edit_ops = st.lists(
+    st.tuples(st.sampled_from(["insert", "delete", "replace", "move", "duplicate"]),
+              st.floats(0, 1), st.integers(1, 12), st.floats(0, 1)),
+    max_size=6,
+)
+
+
+def apply_edits(pred: list[int], ops) -> list[int]:
+    """Apply an edit script: (kind, where in [0, 1], size, where-to in [0, 1]); new tokens are >= 100."""
+    out = list(pred)
+    for kind, where, size, dest in ops:
+        at = int(where * len(out))
+        if kind == "insert":
+            out[at:at] = [100 + (at + j) % 7 for j in range(size)]
+        elif kind == "delete":
+            del out[at:at + size]
+        elif kind == "replace":
+            out[at:at + size] = [100 + j for j in range(max(1, size // 2))]
+        elif kind == "move":
+            block = out[at:at + size]
+            del out[at:at + size]
+            to = int(dest * len(out))
+            out[to:to] = block
+        else:  # duplicate
+            block = out[at:at + size]
+            out[at + len(block):at + len(block)] = block
+    return out
+
+
+def drive(aligner: PredictionAligner, output: list[int], k: int, check) -> None:
+    """The standard rule (accept the matching draft prefix + one token), calling check(draft) each step."""
+    pos = 0
+    while pos < len(output):
+        draft = aligner.propose(k)
+        check(draft)
+        hits = 0
+        while hits < len(draft.tokens) and pos + hits < len(output) and draft.tokens[hits] == output[pos + hits]:
+            hits += 1
+        aligner.observe(output[pos:pos + hits + 1])
+        pos += hits + 1
+
+
+# ------------------------------------------------------------------------------------------ properties
+
+
+@FAST
+@given(predictions, edit_ops, st.integers(1, 70), st.sampled_from([None, 1, 4, 32]))
+def test_drafts_are_contiguous_substrings_of_the_prediction(pred, ops, k, search_length):
+    output = apply_edits(pred, ops)
+    aligner = PredictionAligner(pred, search_length=search_length, newline_ids={0})
+
+    def check(draft: Draft) -> None:
+        assert draft.source == "prediction" and draft.probs is None
+        assert len(draft.tokens) <= k
+        if draft.tokens:
+            start = aligner.position
+            assert 0 <= start and start + len(draft.tokens) <= len(pred)
+            assert pred[start:start + len(draft.tokens)] == draft.tokens
+            assert aligner.available() == len(pred) - start
+
+    drive(aligner, output, k, check)
+
+
+@FAST
+@given(predictions, st.lists(st.integers(1, 80), max_size=40), st.integers(1, 64))
+def test_fast_path_proposes_exactly_the_next_tokens_while_aligned(pred, steps, k):
+    aligner = PredictionAligner(pred)
+    pos = 0
+    for size in steps:
+        assert aligner.aligned
+        assert aligner.propose(k).tokens == pred[pos:pos + k]
+        assert aligner.available() == len(pred) - pos
+        aligner.observe(pred[pos:pos + size])
+        pos = min(len(pred), pos + size)
+    assert aligner.propose(k).tokens == pred[pos:pos + k]
+
+
+@FAST
+@given(predictions, edit_ops, st.integers(1, 12))
+def test_search_length_bounds_realignment(pred, ops, search_length):
+    """While diverged, drafts start at most search_length past the last matched position, plus the
+    output tokens observed since (a hypothesis found in the window moves along as it is confirmed)."""
+    output = apply_edits(pred, ops)
+    aligner = PredictionAligner(pred, search_length=search_length, newline_ids={0})
+    state = {"anchor": 0, "since": 0}
+    pos = 0
+    while pos < len(output):
+        draft = aligner.propose(16)
+        if draft.tokens and not aligner.aligned:
+            assert aligner.position <= state["anchor"] + search_length + state["since"]
+        hits = 0
+        while hits < len(draft.tokens) and pos + hits < len(output) and draft.tokens[hits] == output[pos + hits]:
+            hits += 1
+        for token in output[pos:pos + hits + 1]:
+            was_aligned, before = aligner.aligned, aligner.last_matched
+            aligner.observe([token])
+            if was_aligned and not aligner.aligned:
+                state = {"anchor": aligner.last_matched, "since": 1}
+            elif not aligner.aligned:
+                state["since"] += 1
+            elif not was_aligned:  # re-anchored: within the window of the previous anchor
+                assert aligner.last_matched <= state["anchor"] + search_length + state["since"]
+            del before
+        pos += hits + 1
+
+
+def test_search_length_forbids_far_realignment():
+    pred = list(range(100))
+    output = pred[:30] + [1000, 1001] + pred[60:]  # 30 tokens deleted: beyond a window of 8
+    aligner = PredictionAligner(pred, search_length=8)
+    drive(aligner, output, 16, lambda d: d.tokens and assert_start_within(d, 30 + 8 + 2 + 1))
+    unbounded = PredictionAligner(pred)
+    assert simulate(unbounded, output, 16).passes < simulate(PredictionAligner(pred, search_length=8), output,
+                                                             16).passes
+
+
+def assert_start_within(draft: Draft, limit: int) -> None:
+    assert draft.tokens[0] <= limit  # tokens are their own positions here
+
+
+# ------------------------------------------------------------------------------------------ examples
+
+
+def test_worked_example_from_the_docstring():
+    a, b, c, d, e, f, g, h, x, y = range(10)
+    aligner = PredictionAligner([a, b, c, d, e, f, g, h])
+    assert aligner.propose(4).tokens == [a, b, c, d]
+    aligner.observe([a, b, x])
+    assert not aligner.aligned and aligner.last_matched == 2
+    assert aligner.propose(4).tokens == [d, e, f, g]  # x replaced c
+    aligner.observe([y])
+    assert aligner.propose(4).tokens == [c, d, e, f]  # x y were inserted
+    aligner.observe([c])
+    assert aligner.aligned and aligner.propose(4).tokens == [d, e, f, g]
+
+
+def test_in_line_rename_realigns_after_the_renamed_token():
+    # "    total_count = foo_bar(x) + 1\n" with foo_bar -> fooBar: the tokenizer splits differently
+    line = [" total", "_count", " =", " foo", "_bar", "(x", ")", " +", " 1", "\n"]
+    renamed = [" total", "_count", " =", " fooBar", "(x", ")", " +", " 1", "\n"]
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(line + renamed))}
+    pred = [vocab[t] for t in line] * 3
+    out = [vocab[t] for t in renamed] * 3
+    aligner = PredictionAligner(pred)
+    aligner.observe(out[:4])  # ... " fooBar": diverged
+    aligner.observe(out[4:5])  # "(x" matches P[5]: the rest of the line matches again
+    assert aligner.aligned and aligner.propose(4).tokens == pred[6:10]
+    # the second time the same rename is guessed from the learnt edit, before any evidence
+    aligner.observe(out[5:9] + out[9:13])
+    assert aligner.propose(3).tokens == pred[15:18]
+
+
+def test_repeated_lines_prefer_the_anchor_that_continues_order():
+    line = [7, 8, 9, 1]
+    blocks = [[20, 21, 22, 1], [30, 31, 32, 1], [40, 41, 42, 1]]
+    pred = blocks[0] + line + blocks[1] + line + blocks[2] + line
+    inserted = [50, 51, 1]
+    # output: up to the second copy of `line`, an inserted line, then the rest
+    cut = len(blocks[0] + line + blocks[1])
+    out = pred[:cut] + inserted + pred[cut:]
+    aligner = PredictionAligner(pred)
+    aligner.observe(out[:cut + len(inserted) + 2])  # inserted line, then "7 8" of the second copy
+    assert aligner.position == cut + 2  # not after the first or third copy
+
+
+@pytest.mark.parametrize("kind", ["insert", "delete", "replace", "move_back", "move_forward", "duplicate"])
+def test_single_edits_cost_few_passes_beyond_the_oracle(kind):
+    rng = random.Random(kind)
+    pred = [rng.randrange(5000) for _ in range(600)]  # mostly distinct tokens
+    if kind == "insert":
+        out = pred[:300] + [9000 + i for i in range(12)] + pred[300:]
+    elif kind == "delete":
+        out = pred[:300] + pred[340:]
+    elif kind == "replace":
+        out = pred[:300] + [9000, 9001] + pred[303:]
+    elif kind == "move_back":
+        out = pred[:100] + pred[400:500] + pred[100:400] + pred[500:]
+    elif kind == "move_forward":
+        out = pred[:100] + pred[200:500] + pred[100:200] + pred[500:]
+    else:
+        out = pred[:300] + pred[250:300] + pred[300:]
+    ours = simulate(PredictionAligner(pred), out, 64).passes
+    best = oracle(pred, out, 64).passes
+    assert best <= ours <= best + 4
+
+
+def test_perfect_prediction_matches_the_oracle():
+    pred = list(range(1000))
+    assert simulate(PredictionAligner(pred), pred, 64).passes == oracle(pred, pred, 64).passes
+
+
+def test_weak_evidence_gives_short_drafts_and_strong_long():
+    rng = random.Random(1)
+    pred = [rng.randrange(5000) for _ in range(400)]
+    aligner = PredictionAligner(pred)
+    aligner.observe(pred[:100] + [9999])  # diverged: a bare guess
+    assert not aligner.aligned and aligner.evidence == 0
+    assert 0 < aligner.suggested_cap() <= 16
+    aligner.observe(pred[200:210])  # a far jump confirmed by ten tokens: aligned again
+    assert aligner.aligned and aligner.suggested_cap() == len(pred) - 210
+
+
+def test_empty_prediction_and_output_past_the_end():
+    empty = PredictionAligner([])
+    assert empty.propose(8).tokens == [] and empty.available() == 0
+    empty.observe([1, 2, 3])
+    assert empty.propose(8).tokens == []
+    aligner = PredictionAligner([1, 2, 3])
+    aligner.observe([1, 2, 3, 4, 5, 1])
+    draft = aligner.propose(8)
+    assert draft.tokens == [] or [1, 2, 3][aligner.position:][: len(draft.tokens)] == draft.tokens
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        AlignerConfig(search_length=0)
+    with pytest.raises(ValueError):
+        AlignerConfig(weak_cap=0)
+    assert PredictionAligner([1], search_length=4).config.search_length == 4
+
+
+# ------------------------------------------------------------------------------------------ proposer
+
+
+def test_prediction_proposer_falls_back_while_lost():
+    pred = list(range(100, 150))
+    prompt = [1, 2, 3, 4, 5]
+    proposer = PredictionProposer(pred, fallback=NgramProposer(prompt))
+    assert proposer.propose(4) == Draft(pred[:4], None, "prediction")
+    proposer.observe([100, 101, 1, 2])  # lost in text the prediction lacks; the prompt has "1 2 3 4 5"
+    assert proposer.lost
+    assert proposer.propose(2) == Draft([3, 4], None, "ngram")
+    proposer.observe([3, 4, 5, 102, 103])  # back in the prediction
+    assert not proposer.lost and proposer.propose(3).tokens == [104, 105, 106]
+
+
+def test_empty_prediction_uses_only_the_fallback():
+    proposer = PredictionProposer((), fallback=NgramProposer([5, 6, 7]))
+    proposer.observe([5])
+    assert proposer.propose(2) == Draft([6, 7], None, "ngram")
+    assert PredictionProposer(()).propose(4).tokens == []
+
+
+def test_make_proposer_factory():
+    prompt = [1, 2, 3]
+    with_fallback = make_proposer(prompt, SpeculationParams(prediction=(5, 6, 7), ngram=True))
+    assert isinstance(with_fallback, PredictionProposer) and isinstance(with_fallback.fallback, NgramProposer)
+    alone = make_proposer(prompt, SpeculationParams(prediction=(5, 6, 7), ngram=False, search_length=4))
+    assert isinstance(alone, PredictionProposer) and alone.fallback is None
+    assert alone.aligner.config.search_length == 4
+    assert isinstance(make_proposer(prompt, SpeculationParams(prediction=None, ngram=True)), NgramProposer)
+    assert isinstance(make_proposer(prompt, SpeculationParams(prediction=(), ngram=True)), NgramProposer)
+    assert make_proposer(prompt, SpeculationParams(prediction=None, ngram=False)) is None
+    assert make_proposer(prompt, SpeculationParams(prediction=(), ngram=False)) is None

