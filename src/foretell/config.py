@@ -87,7 +87,7 @@ class EngineConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     max_model_len: int | None = None  # None = min(model's max positions, 32768)
     max_num_seqs: int = 8
-    kv_budget_tokens: int = 131072
+    kv_budget_tokens: int = 262144
     max_queue: int = 64
     prefill_chunk: int = 512  # prompt tokens per step per request, so long prompts don't stall decodes
     k_max: int = 128  # most draft tokens proposed per request and step

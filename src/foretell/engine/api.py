@@ -36,9 +36,10 @@ class GenerationRequest:
 
 @dataclass
 class RequestStats:
-    """Per-request accounting. Prediction counts refer to draft tokens from the caller's prediction:
-    accepted = returned tokens that came from an accepted prediction draft; rejected = prediction tokens
-    proposed to the model that did not end up in the returned output (including any verified past a stop).
+    """Per-request accounting, with OpenAI's meanings for the prediction counts: accepted = returned tokens
+    that came from an accepted prediction draft; rejected = prediction tokens that did not appear in the
+    completion (len(prediction) - accepted, at least 0). What speculation cost in compute is in
+    ``draft_tokens_proposed`` / ``draft_tokens_accepted`` (all proposers, every pass).
     """
 
     prompt_tokens: int = 0

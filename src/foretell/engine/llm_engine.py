@@ -162,8 +162,6 @@ class LLMEngine:
         if k <= 0:
             return EMPTY_DRAFT
         draft = proposer.propose(k)
-        if draft.tokens and draft.source == "prediction":
-            seq.proposed_prediction += len(draft)
         seq.stats.draft_tokens_proposed += len(draft)
         return draft
 

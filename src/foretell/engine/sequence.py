@@ -46,7 +46,6 @@ class Sequence:
         self.draft: Draft = EMPTY_DRAFT
         self.finish_reason: FinishReason | None = None
         self.stats = RequestStats(prompt_tokens=self.num_prompt)
-        self.proposed_prediction = 0
         self.arrival = time.perf_counter()
         self.first_token_at: float | None = None
         self.scheduled_at: float | None = None
@@ -88,8 +87,9 @@ class Sequence:
 
     def output(self, new_ids: list[int], flags: list[bool], logprobs: list[TokenLogprob] | None) -> RequestOutput:
         finished = self.status is Status.FINISHED
-        if finished:
-            self.stats.rejected_prediction_tokens = self.proposed_prediction - self.stats.accepted_prediction_tokens
+        if finished:  # OpenAI's meaning: prediction tokens that did not appear in the completion
+            predicted = len(self.req.speculation.prediction or ())
+            self.stats.rejected_prediction_tokens = max(0, predicted - self.stats.accepted_prediction_tokens)
         self.stats.completion_tokens = self.num_output
         return RequestOutput(
             request_id=self.id,

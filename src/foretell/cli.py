@@ -1,0 +1,295 @@
+"""The ``foretell`` command: ``serve`` (OpenAI-compatible server), ``generate`` (one completion, with stats
+and optional colouring of tokens accepted from the prediction) and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from foretell import __version__
+
+ACCEPTED = "\x1b[32m"  # green: a token accepted from the prediction
+RESET = "\x1b[0m"
+
+
+# -- shared options ---------------------------------------------------------------------------------
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=None, help="HF model directory or .gguf file (default: the packaged default model)")
+    g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"], help="weights dtype (default: auto)")
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    g.add_argument("--max-model-len", type=int, default=None, help="context length (default: the model's, at most 32768)")
+
+
+def _engine_config(args: argparse.Namespace, **overrides):
+    from foretell.config import EngineConfig
+
+    fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len)
+    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max"):
+        value = getattr(args, name, None)
+        if value is not None:
+            fields[name] = value
+    fields.update(overrides)
+    return EngineConfig(**fields)
+
+
+def _load_engine(config):
+    from foretell.engine.async_engine import AsyncEngine
+
+    return AsyncEngine.from_config(config)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"foretell: error: {message}", file=sys.stderr)
+    return code
+
+
+# -- serve ------------------------------------------------------------------------------------------
+def _add_serve(sub) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the OpenAI-compatible server",
+        description="Serve /v1/chat/completions, /v1/completions, /v1/models, /health and /metrics "
+        "(OpenAI's API, with Predicted Outputs via the 'prediction' field).",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: no auth)")
+    _add_model_options(p)
+    g = p.add_argument_group("capacity")
+    g.add_argument("--kv-budget-tokens", type=int, default=None, help="KV cache size in tokens over all requests (default: 262144)")
+    g.add_argument("--max-num-seqs", type=int, default=None, help="requests running concurrently (default: 8)")
+    g.add_argument("--max-queue", type=int, default=None, help="requests waiting beyond those; more get HTTP 429 (default: 64)")
+    g.add_argument("--k-max", type=int, default=None, help="most draft tokens verified per request and step; 0 disables speculation (default: 128)")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="uvicorn log level (default: warning)")
+    p.set_defaults(func=_serve)
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from foretell.config import ConfigError
+    from foretell.server import build_app
+
+    try:
+        config = _engine_config(args)
+    except ConfigError as exc:
+        return _fail(f"--{exc.field.replace('_', '-')}: {exc.message}")
+    print(f"foretell {__version__}: loading {args.model or 'the default model'} ...", file=sys.stderr, flush=True)
+    engine = _load_engine(config)
+    try:
+        app = build_app(engine, api_key=args.api_key)
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
+        )
+        _make_server(config, engine.model_name).run()
+    finally:
+        engine.shutdown()
+    return 0
+
+
+def _make_server(config, model_name: str):
+    """uvicorn's server, printing where it listens once the socket is bound (``--port 0`` included)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                url = _url(host, port)
+                print(f"foretell: serving {model_name} on {url} (OpenAI API at {url}/v1)", flush=True)
+
+    return Server(config)
+
+
+# -- generate ---------------------------------------------------------------------------------------
+def _add_generate(sub) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="generate one completion and print it with stats",
+        description="Generate one answer (chat template applied) and print it, then stats on stderr. "
+        "With --prediction-file the file's text is proposed as the expected output, as OpenAI's "
+        "'prediction'; the output is the same as without it, only faster.",
+    )
+    p.add_argument("prompt", nargs="?", help="the user message (default: read stdin unless --messages)")
+    p.add_argument("--messages", type=Path, help="JSON file with an OpenAI-style messages list (instead of PROMPT)")
+    p.add_argument("--system", help="system message to put first")
+    p.add_argument("--raw", action="store_true", help="no chat template: continue PROMPT as plain text")
+    p.add_argument("--prediction-file", type=Path, help="file whose text is the predicted output")
+    p.add_argument("--max-tokens", type=int, default=512, help="most tokens to generate (default: 512)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default: 0)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--show", action="store_true", help="colour tokens accepted from the prediction (green)")
+    _add_model_options(p)
+    p.set_defaults(func=_generate)
+
+
+def _read_input(args: argparse.Namespace):
+    """The prompt text (--raw) or the messages, read before the model loads so mistakes fail fast."""
+    from foretell.server import protocol as P
+
+    if args.messages is None and args.prompt is None:
+        if sys.stdin.isatty():
+            raise ValueError("give a PROMPT, --messages FILE, or pipe the prompt on stdin")
+        args.prompt = sys.stdin.read()
+    if args.raw:
+        return args.prompt or ""
+    if args.messages is not None:
+        messages = json.loads(args.messages.read_text())
+        if not isinstance(messages, list):
+            raise ValueError("--messages must hold a JSON list of messages")
+    else:
+        messages = [{"role": "user", "content": args.prompt}]
+    if args.system:
+        messages = [{"role": "system", "content": args.system}] + messages
+    return [P.Message.model_validate(m) for m in messages]
+
+
+def _prompt_ids(args: argparse.Namespace, tokenizer, prompt) -> list[int]:
+    from foretell.server import protocol as P
+
+    if isinstance(prompt, str):
+        return list(tokenizer.encode(prompt))
+    return P.chat_prompt_ids(tokenizer, prompt)
+
+
+def _build_request(args: argparse.Namespace, engine, prompt):
+    from foretell.config import SamplingParams, SpeculationParams
+    from foretell.engine.api import GenerationRequest
+
+    ids = _prompt_ids(args, engine.tokenizer, prompt)
+    prediction = None
+    if args.prediction_file is not None:
+        text = args.prediction_file.read_text()
+        prediction = tuple(engine.tokenizer.encode(text, add_special_tokens=False)) or None
+    room = min(engine.max_model_len, engine.config.kv_budget_tokens) - len(ids)
+    return GenerationRequest(
+        prompt_ids=ids,
+        max_tokens=max(1, min(args.max_tokens, room)),
+        sampling=SamplingParams(temperature=args.temperature, seed=args.seed),
+        speculation=SpeculationParams(prediction=prediction),
+    )
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from foretell.config import ConfigError
+    from foretell.engine.api import EngineError
+    from foretell.server.errors import APIError
+
+    try:
+        config = _engine_config(args, max_num_seqs=1, max_queue=0)
+        prompt = _read_input(args)
+    except ConfigError as exc:
+        return _fail(f"--{exc.field.replace('_', '-')}: {exc.message}")
+    except (APIError, ValueError, OSError) as exc:
+        return _fail(getattr(exc, "message", None) or str(exc))
+    engine = _load_engine(config)
+    try:
+        req = _build_request(args, engine, prompt)
+        engine.validate(req)
+        stats = asyncio.run(_print_stream(engine, req, args.show))
+    except (APIError, EngineError, ConfigError, ValueError, OSError) as exc:
+        return _fail(getattr(exc, "message", None) or str(exc), code=1)
+    finally:
+        engine.shutdown()
+    print(file=sys.stdout, flush=True)
+    print(_stats_line(stats, req.speculation.prediction), file=sys.stderr)
+    return 0
+
+
+async def _print_stream(engine, req, show: bool):
+    from foretell.engine.detok import IncrementalDetokenizer
+    from foretell.server.detok import split_by_tokens
+
+    detok = IncrementalDetokenizer(engine.tokenizer)
+    stats = None
+    async for out in engine.generate(req):
+        if show:
+            pieces = [detok.add(t) for t in out.new_token_ids]
+            spans = split_by_tokens(out.new_text, pieces) if pieces else [out.new_text]
+            flags = out.from_prediction or [False]
+            text = "".join(f"{ACCEPTED}{s}{RESET}" if f and s else s for s, f in zip(spans, flags))
+        else:
+            text = out.new_text
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        stats = out.stats
+    return stats
+
+
+def _stats_line(stats, prediction) -> str:
+    if stats is None:
+        return "(no output)"
+    n = stats.completion_tokens
+    parts = [f"{n} tokens (prompt {stats.prompt_tokens})"]
+    if prediction:
+        share = stats.accepted_prediction_tokens / n if n else 0.0
+        parts.append(
+            f"{stats.accepted_prediction_tokens} accepted from the prediction ({share:.0%}), "
+            f"{stats.rejected_prediction_tokens} rejected"
+        )
+    passes = max(stats.forward_passes, 1)
+    parts.append(f"{stats.forward_passes} forward passes ({n / passes:.2f} tokens/pass)")
+    parts.append(f"TTFT {stats.ttft_s:.3f} s")
+    if stats.decode_s > 0 and n > 1:
+        parts.append(f"{(n - 1) / stats.decode_s:.1f} tokens/s")
+    return "-- " + " · ".join(parts)
+
+
+# -- bench ------------------------------------------------------------------------------------------
+def _add_bench(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="run the benchmarks (arguments are passed to the benchmark tool)",
+        description="Benchmarks; everything after 'bench' goes to the benchmark tool ('foretell bench --help').",
+        add_help=False,
+    )
+    p.add_argument("bench_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("foretell.bench") is None or importlib.util.find_spec("foretell.bench.cli") is None:
+        return _fail("bench: not built yet", code=1)
+    from foretell.bench.cli import main as bench_main
+
+    result = bench_main(list(args.bench_args))
+    return int(result or 0)
+
+
+# -- entry point ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="foretell",
+        description="foretell: OpenAI-style Predicted Outputs, served losslessly. The caller sends the expected "
+        "output as 'prediction'; the model verifies many of its tokens per forward pass, and the answer is "
+        "exactly what the model would have written without it.",
+    )
+    parser.add_argument("--version", action="version", version=f"foretell {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,generate,bench}")
+    sub.required = True
+    _add_serve(sub)
+    _add_generate(sub)
+    _add_bench(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # everything after 'bench' belongs to the benchmark tool, --help included
+        return _bench(argparse.Namespace(bench_args=argv[1:]))
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,615 @@
+"""The OpenAI-compatible HTTP server: it translates protocol only; all generation logic is the engine's.
+
+    request JSON → protocol models → GenerationRequest per choice → AsyncEngine.generate → chunks/response
+
+Every choice of a request runs as its own engine request; their outputs are merged as they arrive. A client
+that goes away (mid-stream, or while waiting) stops the engine iterators, which aborts the requests and frees
+their KV. All state lives on ``app.state`` (engine, API key, metrics registry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from pydantic import BaseModel, ValidationError
+
+from foretell import __version__
+from foretell.config import SpeculationParams
+from foretell.engine.api import RequestOutput, RequestStats
+from foretell.server import protocol as P
+from foretell.server.detok import TokenTexts
+from foretell.server.errors import APIError, from_engine_error, from_validation_error, install_error_handlers
+
+log = logging.getLogger("foretell.server")
+FINGERPRINT = f"fp_foretell_{__version__}"
+DISCONNECT_POLL_S = 0.5
+MAX_CHOICES = 128
+_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
+
+
+# -- metrics --------------------------------------------------------------------------------------
+class _EngineCollector:
+    """Reads the engine's gauges at scrape time."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        m = self.engine.metrics()
+        for key, doc in (
+            ("queue_depth", "Requests waiting for a slot"),
+            ("running", "Requests running"),
+            ("kv_tokens_used", "KV cache tokens in use"),
+            ("kv_tokens_total", "KV cache token budget"),
+        ):
+            yield GaugeMetricFamily(f"foretell_{key}", doc, value=float(m.get(key, 0)))
+        if "forward_passes" in m:
+            yield CounterMetricFamily("foretell_forward_passes", "Engine forward passes", value=float(m["forward_passes"]))
+
+
+class ServerMetrics:
+    """Prometheus metrics in a registry of this app's own (no process globals)."""
+
+    def __init__(self, engine):
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self.requests = Counter("foretell_requests", "HTTP requests", ["endpoint", "status"], registry=r)
+        self.prompt_tokens = Counter("foretell_prompt_tokens", "Prompt tokens", registry=r)
+        self.completion_tokens = Counter("foretell_completion_tokens", "Completion tokens", registry=r)
+        self.accepted = Counter("foretell_prediction_tokens_accepted", "Accepted prediction tokens", registry=r)
+        self.rejected = Counter("foretell_prediction_tokens_rejected", "Rejected prediction tokens", registry=r)
+        self.seq_passes = Counter(
+            "foretell_request_forward_passes", "Forward passes summed over requests (a batched pass counts once per request)", registry=r
+        )
+        buckets = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+        self.ttft = Histogram("foretell_time_to_first_token_seconds", "Time to first token", buckets=buckets, registry=r)
+        self.latency = Histogram("foretell_request_latency_seconds", "Request latency", buckets=buckets, registry=r)
+        r.register(_EngineCollector(engine))
+
+    def record(self, usage: P.Usage, stats: list[RequestStats]) -> None:
+        self.prompt_tokens.inc(usage.prompt_tokens)
+        self.completion_tokens.inc(usage.completion_tokens)
+        self.accepted.inc(usage.completion_tokens_details.accepted_prediction_tokens)
+        self.rejected.inc(usage.completion_tokens_details.rejected_prediction_tokens)
+        self.seq_passes.inc(sum(s.forward_passes for s in stats))
+
+
+class _CountRequests:
+    """Pure ASGI middleware counting responses by endpoint and status (streams untouched)."""
+
+    def __init__(self, app, metrics: ServerMetrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        status = [500]
+
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            path = scope.get("path", "")
+            endpoint = path if path in _ENDPOINTS else "other"
+            self.metrics.requests.labels(endpoint=endpoint, status=str(status[0])).inc()
+
+
+# -- auth -----------------------------------------------------------------------------------------
+async def require_api_key(request: Request) -> None:
+    key = request.app.state.api_key
+    if key is None:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+        raise APIError(401, "invalid or missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+
+
+# -- choices and their merged outputs -------------------------------------------------------------
+class ClientGone(Exception):
+    pass
+
+
+class Fanout:
+    """One engine generation per choice, merged in arrival order. ``cancel`` stops them all (the engine
+    aborts each request and frees its KV when its iterator is cancelled)."""
+
+    def __init__(self, engine, requests):
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._live = len(requests)
+        self._tasks = [asyncio.create_task(self._pump(i, engine, r)) for i, r in enumerate(requests)]
+
+    async def _pump(self, i: int, engine, req) -> None:
+        try:
+            async for out in engine.generate(req):
+                self._queue.put_nowait((i, out))
+            self._queue.put_nowait((i, None))
+        except Exception as exc:  # handed to the consumer, which maps it to a status
+            self._queue.put_nowait((i, exc))
+
+    async def next(self) -> tuple[int, RequestOutput] | None:
+        """The next output of any choice; None once every choice finished; raises a choice's error."""
+        while self._live:
+            i, item = await self._queue.get()
+            if item is None:
+                self._live -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                return i, item
+        return None
+
+    def cancel(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+
+
+async def until_disconnect(request: Request, coro):
+    """Await ``coro`` unless the client disconnects first (then cancel it and raise ClientGone)."""
+    task = asyncio.ensure_future(coro)
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if not task.done() and await request.is_disconnected():
+                raise ClientGone()
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+@dataclass
+class ChoiceState:
+    text: list[str] = field(default_factory=list)
+    logprobs: list = field(default_factory=list)
+    text_offset: int = 0
+    finish_reason: str | None = None
+    stats: RequestStats | None = None
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else -9999.0
+
+
+class Run:
+    """Accumulates one HTTP request's choices; knows its format (chat or completion) and timing."""
+
+    def __init__(self, app_state, fmt: "ChatFormat | CompletionFormat", plan: P.Plan, include_usage: bool):
+        self.state = app_state
+        self.fmt = fmt
+        self.plan = plan
+        self.include_usage = include_usage
+        self.choices = [ChoiceState() for _ in plan.requests]
+        self.id = fmt.prefix + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.model = app_state.engine.model_name
+        self.started = time.perf_counter()
+        self.first_token_at: float | None = None
+        self.finished = False
+
+    def arrived(self, out: RequestOutput) -> None:
+        """Note an output's arrival (the first one with tokens sets the time to first token)."""
+        if out.new_token_ids and self.first_token_at is None:
+            self.first_token_at = time.perf_counter()
+
+    def absorb(self, i: int, out: RequestOutput) -> tuple[str, list]:
+        """Fold one engine output into choice ``i``; returns its text delta and formatted logprobs."""
+        if out.finish_reason == "abort":
+            raise APIError(503, "the engine aborted the request", code="aborted")
+        self.arrived(out)
+        c = self.choices[i]
+        c.text.append(out.new_text)
+        lps = self.fmt.logprobs(self, c, out) if out.new_logprobs is not None else []
+        c.logprobs.extend(lps)
+        c.stats = out.stats
+        if out.finished:
+            c.finish_reason = out.finish_reason or "stop"
+        return out.new_text, lps
+
+    def token_texts(self) -> TokenTexts:
+        return self.state.token_texts
+
+    def usage(self) -> P.Usage:
+        stats = [c.stats or RequestStats() for c in self.choices]
+        first_of_prompt = {}
+        for i, p in enumerate(self.plan.prompt_index):
+            first_of_prompt.setdefault(p, i)
+        prompt = sum(self.plan.prompt_lens)
+        completion = sum(s.completion_tokens for s in stats)
+        return P.Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            prompt_tokens_details=P.PromptTokensDetails(cached_tokens=sum(stats[i].cached_tokens for i in first_of_prompt.values())),
+            completion_tokens_details=P.CompletionTokensDetails(
+                accepted_prediction_tokens=sum(s.accepted_prediction_tokens for s in stats),
+                rejected_prediction_tokens=sum(s.rejected_prediction_tokens for s in stats),
+            ),
+        )
+
+    def foretell_stats(self) -> P.ForetellStats:
+        stats = [c.stats or RequestStats() for c in self.choices]
+        return P.ForetellStats(
+            forward_passes=sum(s.forward_passes for s in stats),
+            draft_tokens_proposed=sum(s.draft_tokens_proposed for s in stats),
+            draft_tokens_accepted=sum(s.draft_tokens_accepted for s in stats),
+            queue_s=max(s.queue_s for s in stats),
+            ttft_s=max(s.ttft_s for s in stats),
+            decode_s=max(s.decode_s for s in stats),
+        )
+
+    def finish(self) -> None:
+        """Record this request in the metrics (once, whatever the outcome)."""
+        if self.finished:
+            return
+        self.finished = True
+        m: ServerMetrics = self.state.metrics
+        now = time.perf_counter()
+        m.latency.observe(now - self.started)
+        if self.first_token_at is not None:
+            m.ttft.observe(self.first_token_at - self.started)
+        m.record(self.usage(), [c.stats or RequestStats() for c in self.choices])
+
+
+# -- formats --------------------------------------------------------------------------------------
+class ChatFormat:
+    prefix = "chatcmpl-"
+
+    def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[P.TokenLogprobOut]:
+        texts = run.token_texts()
+        items = []
+        for lp in out.new_logprobs:
+            tok, raw = texts.get(lp.token_id)
+            top = [P.TopLogprob(token=texts.text(t), logprob=_finite(v), bytes=texts.get(t)[1]) for t, v in lp.top]
+            items.append(P.TokenLogprobOut(token=tok, logprob=_finite(lp.logprob), bytes=raw, top_logprobs=top))
+        return items
+
+    def _chunk(self, run: Run, choices: list[P.ChatChunkChoice], usage: P.Usage | None = None) -> dict:
+        chunk = P.ChatCompletionChunk(
+            id=run.id, created=run.created, model=run.model, system_fingerprint=FINGERPRINT, choices=choices, usage=usage
+        )
+        return chunk.model_dump(exclude={"foretell"})
+
+    def opening(self, run: Run) -> list[dict]:
+        return [
+            self._chunk(run, [P.ChatChunkChoice(index=i, delta={"role": "assistant", "content": ""})])
+            for i in range(len(run.choices))
+        ]
+
+    def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
+        chunks = []
+        if text or lps:
+            logprobs = P.ChoiceLogprobs(content=lps) if out.new_logprobs is not None else None
+            chunks.append(self._chunk(run, [P.ChatChunkChoice(index=i, delta={"content": text}, logprobs=logprobs)]))
+        if out.finished:
+            chunks.append(self._chunk(run, [P.ChatChunkChoice(index=i, delta={}, finish_reason=run.choices[i].finish_reason)]))
+        return chunks
+
+    def usage_chunk(self, run: Run) -> dict:
+        chunk = self._chunk(run, [], usage=run.usage())
+        chunk["foretell"] = run.foretell_stats().model_dump()
+        return chunk
+
+    def response(self, run: Run, with_logprobs: bool) -> BaseModel:
+        choices = [
+            P.ChatChoice(
+                index=i,
+                message=P.ChatMessageOut(content="".join(c.text)),
+                logprobs=P.ChoiceLogprobs(content=c.logprobs) if with_logprobs else None,
+                finish_reason=c.finish_reason or "stop",
+            )
+            for i, c in enumerate(run.choices)
+        ]
+        return P.ChatCompletion(
+            id=run.id, created=run.created, model=run.model, system_fingerprint=FINGERPRINT,
+            choices=choices, usage=run.usage(), foretell=run.foretell_stats(),
+        )
+
+
+class CompletionFormat:
+    prefix = "cmpl-"
+
+    def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[tuple]:
+        texts = run.token_texts()
+        items = []
+        for lp in out.new_logprobs:
+            tok = texts.text(lp.token_id)
+            top = {texts.text(t): _finite(v) for t, v in lp.top}
+            items.append((tok, _finite(lp.logprob), top, c.text_offset))
+            c.text_offset += len(tok)
+        return items
+
+    @staticmethod
+    def _logprobs_obj(items: list[tuple]) -> P.CompletionLogprobs:
+        return P.CompletionLogprobs(
+            tokens=[t[0] for t in items],
+            token_logprobs=[t[1] for t in items],
+            top_logprobs=[t[2] for t in items],
+            text_offset=[t[3] for t in items],
+        )
+
+    def _chunk(self, run: Run, choices: list[P.CompletionChoice], usage: P.Usage | None = None) -> dict:
+        chunk = P.Completion(
+            id=run.id, created=run.created, model=run.model, system_fingerprint=FINGERPRINT, choices=choices, usage=usage
+        )
+        return chunk.model_dump(exclude={"foretell"})
+
+    def opening(self, run: Run) -> list[dict]:
+        return []
+
+    def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
+        if not (text or lps or out.finished):
+            return []
+        logprobs = self._logprobs_obj(lps) if out.new_logprobs is not None else None
+        reason = run.choices[i].finish_reason if out.finished else None
+        return [self._chunk(run, [P.CompletionChoice(index=i, text=text, logprobs=logprobs, finish_reason=reason)])]
+
+    def usage_chunk(self, run: Run) -> dict:
+        chunk = self._chunk(run, [], usage=run.usage())
+        chunk["foretell"] = run.foretell_stats().model_dump()
+        return chunk
+
+    def response(self, run: Run, with_logprobs: bool) -> BaseModel:
+        choices = [
+            P.CompletionChoice(
+                index=i,
+                text="".join(c.text),
+                logprobs=self._logprobs_obj(c.logprobs) if with_logprobs else None,
+                finish_reason=c.finish_reason or "stop",
+            )
+            for i, c in enumerate(run.choices)
+        ]
+        return P.Completion(
+            id=run.id, created=run.created, model=run.model, system_fingerprint=FINGERPRINT,
+            choices=choices, usage=run.usage(), foretell=run.foretell_stats(),
+        )
+
+
+# -- the two generation endpoints -----------------------------------------------------------------
+def parse(model_cls: type[BaseModel], body: bytes):
+    try:
+        return model_cls.model_validate_json(body)
+    except ValidationError as exc:
+        raise from_validation_error(exc, P.FIELD_NAMES) from None
+
+
+def check_model(engine, name: str) -> None:
+    if name not in (engine.model_name, "default"):
+        raise APIError(
+            404, f"the model {name!r} does not exist; this server serves {engine.model_name!r}",
+            param="model", code="model_not_found",
+        )
+
+
+@dataclass
+class Translated:
+    plan: P.Plan
+    rename: dict[str, str]
+    logprobs: int | None
+
+
+def translate_chat(engine, req: P.ChatCompletionRequest, header: str | None) -> Translated:
+    P.check_supported_chat(req)
+    tok = engine.tokenizer
+    prompt = P.chat_prompt_ids(tok, req.messages)
+    max_field = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
+    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    rename = {"prompt": "messages", "max_tokens": max_field, "search_length": "prediction_search_length"}
+    plan = _plan(engine, req, [prompt], max_tokens, None, logprobs, header, rename)
+    return Translated(plan, rename, logprobs)
+
+
+def translate_completion(engine, req: P.CompletionRequest, header: str | None) -> Translated:
+    P.check_supported_completion(req)
+    prompts = P.completion_prompts(engine.tokenizer, req.prompt)
+    rename = {"messages": "prompt", "top_logprobs": "logprobs", "search_length": "prediction_search_length"}
+    plan = _plan(engine, req, prompts, req.max_tokens, 16, req.logprobs, header, rename)
+    return Translated(plan, rename, req.logprobs)
+
+
+def _plan(engine, req, prompts, max_tokens, default, logprobs, header, rename) -> P.Plan:
+    room = min(engine.max_model_len, engine.config.kv_budget_tokens)
+    cap = default or room  # chat: up to the context; completions: OpenAI's 16
+
+    def default_max(n_prompt: int) -> int:
+        return max(1, min(cap, room - n_prompt))
+
+    if len(prompts) * (req.n or 1) > MAX_CHOICES:
+        raise APIError(400, f"at most {MAX_CHOICES} choices (prompts × n) per request", param="n")
+    try:
+        speculation = SpeculationParams(
+            prediction=P.prediction_ids(engine.tokenizer, req.prediction),
+            search_length=P.search_length(req, header),
+        )
+        plan = P.plan_requests(req, prompts, max_tokens, default_max, logprobs, speculation)
+        for r in plan.requests:
+            engine.validate(r)
+    except APIError:
+        raise
+    except Exception as exc:  # ConfigError / RequestTooLongError → 400; anything else is a bug → 500
+        raise from_engine_error(exc, rename) from exc
+    return plan
+
+
+async def respond(request: Request, fmt, req, translated: Translated) -> Response:
+    """Run the planned choices; answer one JSON response or an SSE stream. A client that leaves stops them."""
+    state = request.app.state
+    plan = translated.plan
+    include_usage = bool(req.stream and req.stream_options and req.stream_options.include_usage)
+    run = Run(state, fmt, plan, include_usage)
+    fanout = Fanout(state.engine, plan.requests)
+    try:
+        if req.stream:
+            first = await until_disconnect(request, _first_outputs(run, fanout))
+            return _Stream(_sse(run, fanout, first), on_close=partial(_close, run, fanout))
+        await until_disconnect(request, _drain(run, fanout))
+        body = fmt.response(run, with_logprobs=translated.logprobs is not None)
+        run.finish()
+        return Response(body.model_dump_json(), media_type="application/json")
+    except ClientGone:
+        _close(run, fanout)
+        return Response(status_code=499)
+    except APIError:
+        _close(run, fanout)
+        raise
+    except Exception as exc:  # the engine refused or failed the request
+        _close(run, fanout)
+        raise from_engine_error(exc, translated.rename) from exc
+
+
+class _Stream(StreamingResponse):
+    """An SSE response that always runs ``on_close`` (cancelling the choices), even when the client left
+    before the body iterator ran to its end."""
+
+    def __init__(self, body, on_close: Callable[[], object]):
+        super().__init__(body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        self.on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_close()
+
+
+def _close(run: Run, fanout: Fanout) -> None:
+    fanout.cancel()
+    run.finish()
+
+
+async def _first_outputs(run: Run, fanout: Fanout) -> list:
+    """Wait until every choice produced an output (or finished), so errors like a full queue become an
+    HTTP status before the stream starts."""
+    events, seen = [], set()
+    while len(seen) < len(run.choices):
+        ev = await fanout.next()
+        if ev is None:
+            break
+        run.arrived(ev[1])
+        events.append(ev)
+        seen.add(ev[0])
+    return events
+
+
+async def _drain(run: Run, fanout: Fanout) -> None:
+    while (ev := await fanout.next()) is not None:
+        run.absorb(*ev)
+
+
+def _sse_data(obj) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False, allow_nan=False)}\n\n"
+
+
+async def _sse(run: Run, fanout: Fanout, first: list):
+    try:
+        for chunk in run.fmt.opening(run):
+            yield _sse_data(chunk)
+        for ev in first:
+            for chunk in _chunks(run, ev):
+                yield chunk
+        while (ev := await fanout.next()) is not None:
+            for chunk in _chunks(run, ev):
+                yield chunk
+        if run.include_usage:
+            yield _sse_data(run.fmt.usage_chunk(run))
+        yield "data: [DONE]\n\n"
+    except Exception as exc:  # mid-stream failure: OpenAI's error event, then stop
+        err = exc if isinstance(exc, APIError) else from_engine_error(exc)
+        log.warning("stream failed: %s", exc)
+        yield _sse_data(err.body())
+    finally:
+        _close(run, fanout)
+
+
+def _chunks(run: Run, ev) -> list[str]:
+    i, out = ev
+    text, lps = run.absorb(i, out)
+    return [_sse_data(c) for c in run.fmt.delta(run, i, text, lps, out)]
+
+
+# -- routes ---------------------------------------------------------------------------------------
+v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
+
+
+@v1.post("/chat/completions")
+async def chat_completions(request: Request) -> Response:
+    engine = request.app.state.engine
+    req = parse(P.ChatCompletionRequest, await request.body())
+    check_model(engine, req.model)
+    translated = translate_chat(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
+    return await respond(request, ChatFormat(), req, translated)
+
+
+@v1.post("/completions")
+async def completions(request: Request) -> Response:
+    engine = request.app.state.engine
+    req = parse(P.CompletionRequest, await request.body())
+    check_model(engine, req.model)
+    translated = translate_completion(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
+    return await respond(request, CompletionFormat(), req, translated)
+
+
+def _model_card(request: Request) -> P.ModelCard:
+    engine = request.app.state.engine
+    return P.ModelCard(id=engine.model_name, created=request.app.state.created, max_model_len=engine.max_model_len)
+
+
+@v1.get("/models")
+async def list_models(request: Request) -> JSONResponse:
+    return JSONResponse(P.ModelList(data=[_model_card(request)]).model_dump())
+
+
+@v1.get("/models/{model_id:path}")
+async def get_model(request: Request, model_id: str) -> JSONResponse:
+    check_model(request.app.state.engine, model_id)
+    return JSONResponse(_model_card(request).model_dump())
+
+
+other = APIRouter()
+
+
+@other.get("/health")
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok", "model": request.app.state.engine.model_name})
+
+
+@other.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def build_app(engine, api_key: str | None = None) -> FastAPI:
+    """The FastAPI app serving ``engine`` (an AsyncEngine). ``api_key`` requires ``Authorization: Bearer``
+    on /v1/*; /health and /metrics stay open."""
+    app = FastAPI(title="foretell", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine = engine
+    app.state.api_key = api_key or None
+    app.state.created = int(time.time())
+    app.state.token_texts = TokenTexts(engine.tokenizer)
+    app.state.metrics = ServerMetrics(engine)
+    install_error_handlers(app)
+    app.add_middleware(_CountRequests, metrics=app.state.metrics)
+    app.include_router(v1)
+    app.include_router(other)
+    return app

@@ -1,0 +1,425 @@
+"""OpenAI's request and response shapes, and their translation into engine requests.
+
+Requests validate strictly (types are not coerced: ``"0.5"`` is not a temperature) but ignore fields they
+do not know, as OpenAI clients send extras. Known OpenAI fields that foretell cannot honour (tools, a JSON
+response format, logit_bias, echo, suffix, best_of) are refused with 400 rather than silently ignored.
+
+Extensions beyond OpenAI: ``prediction`` on /v1/completions too, and with n > 1, logprobs, penalties and
+max_completion_tokens (all lossless); ``prediction_search_length`` (Azure's
+``x-ms-oai-ev3-predictor_search_length`` header, the body wins); ``top_k``, ``min_p``,
+``repetition_penalty``, ``ignore_eos``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from foretell.config import SamplingParams, SpeculationParams
+from foretell.engine.api import GenerationRequest
+from foretell.server.errors import bad_request
+
+SEARCH_LENGTH_HEADER = "x-ms-oai-ev3-predictor_search_length"
+MAX_STOP = 4
+INT64 = 2**63
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+# -- requests -------------------------------------------------------------------------------------
+class ContentPart(_Strict):
+    """A content part; only ``{"type": "text", "text": ...}`` is served (others → 400 naming the part)."""
+
+    type: str
+    text: str | None = None
+
+
+Content = Union[str, list[ContentPart]]
+
+
+class Message(_Strict):
+    role: str
+    content: Content | None = None
+    name: str | None = None
+
+
+class Prediction(_Strict):
+    type: Literal["content"]
+    content: Content
+
+
+class StreamOptions(_Strict):
+    include_usage: bool | None = None
+
+
+class _Common(_Strict):
+    """Fields shared by /v1/chat/completions and /v1/completions (None = OpenAI's default)."""
+
+    model: str
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, ge=0.0, le=1.0)
+    n: int | None = Field(None, ge=1, le=128)
+    seed: int | None = Field(None, ge=-INT64, lt=INT64)
+    stop: str | list[str] | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    logit_bias: dict[str, Any] | None = None
+    user: Any = None  # ignored
+    prediction: Prediction | None = None
+    # extensions
+    prediction_search_length: int | None = Field(None, ge=1)
+    top_k: int | None = Field(None, ge=-1)  # 0 or -1 = off
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    ignore_eos: bool | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _check_stop(cls, v):
+        stops = [v] if isinstance(v, str) else (v or [])
+        if len(stops) > MAX_STOP:
+            raise ValueError(f"at most {MAX_STOP} stop sequences are allowed")
+        if any(not s for s in stops):
+            raise ValueError("stop sequences must be non-empty strings")
+        return v
+
+
+class ChatCompletionRequest(_Common):
+    messages: list[Message] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
+    modalities: list[str] | None = None
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    logprobs: int | None = Field(None, ge=0, le=5)
+    echo: bool | None = None
+    suffix: str | None = None
+    best_of: int | None = Field(None, ge=1)
+
+
+def _field_names(*models: type[BaseModel]) -> frozenset[str]:
+    names: set[str] = set()
+    for m in models:
+        names.update(m.model_fields)
+    return frozenset(names)
+
+
+FIELD_NAMES = _field_names(
+    ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions
+)
+
+
+# -- refusals of known-but-unsupported fields ------------------------------------------------------
+def check_supported_chat(req: ChatCompletionRequest) -> None:
+    if req.tools:
+        raise bad_request("tools", "tools are not supported by this server")
+    if req.functions:
+        raise bad_request("functions", "functions are not supported by this server")
+    if req.response_format and req.response_format.get("type", "text") != "text":
+        raise bad_request("response_format", "only response_format {'type': 'text'} is supported")
+    if req.modalities and req.modalities != ["text"]:
+        raise bad_request("modalities", "only the text modality is supported")
+    if req.top_logprobs is not None and not req.logprobs:
+        raise bad_request("top_logprobs", "top_logprobs requires logprobs to be true")
+    _check_common(req)
+
+
+def check_supported_completion(req: CompletionRequest) -> None:
+    if req.echo:
+        raise bad_request("echo", "echo is not supported by this server")
+    if req.suffix:
+        raise bad_request("suffix", "suffix is not supported by this server")
+    if req.best_of is not None and req.best_of != (req.n or 1):
+        raise bad_request("best_of", "best_of other than n is not supported by this server")
+    _check_common(req)
+
+
+def _check_common(req: _Common) -> None:
+    if req.logit_bias:
+        raise bad_request("logit_bias", "logit_bias is not supported by this server")
+    if req.stream_options is not None and not req.stream:
+        raise bad_request("stream_options", "stream_options is only allowed when stream is true")
+
+
+# -- translation ----------------------------------------------------------------------------------
+def join_text(content: Content | None, param: str, sep: str) -> str:
+    """Text of string content or text parts; any other part type → 400 naming it."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for j, part in enumerate(content):
+        if part.type != "text":
+            raise bad_request(f"{param}[{j}].type", f"content parts of type {part.type!r} are not supported; only 'text'")
+        if part.text is None:
+            raise bad_request(f"{param}[{j}].text", "a text part needs a 'text' string")
+        texts.append(part.text)
+    return sep.join(texts)
+
+
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+def chat_messages(messages: list[Message]) -> list[dict]:
+    out = []
+    for i, m in enumerate(messages):
+        role = _ROLES.get(m.role)
+        if role is None:
+            raise bad_request(f"messages[{i}].role", f"role {m.role!r} is not supported; use system, developer, user or assistant")
+        if m.content is None and role != "assistant":
+            raise bad_request(f"messages[{i}].content", "content is required")
+        out.append({"role": role, "content": join_text(m.content, f"messages[{i}].content", "\n")})
+    return out
+
+
+def chat_prompt_ids(tokenizer, messages: list[Message]) -> list[int]:
+    """Render the model's chat template (with the generation prompt) and tokenise it as is."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise bad_request("messages", "this model has no chat template; use /v1/completions")
+    conversation = chat_messages(messages)
+    try:
+        text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+    except Exception as exc:  # the template rejected the conversation (e.g. role order)
+        raise bad_request("messages", f"the chat template rejected the messages: {exc}") from exc
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def completion_prompts(tokenizer, prompt) -> list[list[int]]:
+    """One token list per prompt: a string, a list of strings, token ids, or lists of token ids."""
+    if isinstance(prompt, str):
+        prompt = [prompt]
+    if prompt and isinstance(prompt[0], int):
+        prompt = [prompt]
+    if not prompt:
+        raise bad_request("prompt", "prompt must not be empty")
+    out = []
+    for i, p in enumerate(prompt):
+        ids = list(tokenizer.encode(p)) if isinstance(p, str) else list(p)
+        if not ids:
+            raise bad_request("prompt", f"prompt {i} is empty")
+        out.append(ids)
+    return out
+
+
+def prediction_ids(tokenizer, prediction: Prediction | None) -> tuple[int, ...] | None:
+    if prediction is None:
+        return None
+    text = join_text(prediction.content, "prediction.content", "")
+    ids = tuple(tokenizer.encode(text, add_special_tokens=False))
+    return ids or None
+
+
+def search_length(req: _Common, header_value: str | None) -> int | None:
+    """The body's ``prediction_search_length`` wins over Azure's header."""
+    if req.prediction_search_length is not None:
+        return req.prediction_search_length
+    if header_value is None:
+        return None
+    try:
+        value = int(header_value.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise bad_request(SEARCH_LENGTH_HEADER, f"header {SEARCH_LENGTH_HEADER} must be an integer >= 1")
+    return value
+
+
+def sampling_params(req: _Common, logprobs: int | None, seed_offset: int) -> SamplingParams:
+    temperature = 1.0 if req.temperature is None else req.temperature
+    top_p = 1.0 if req.top_p is None else req.top_p
+    if top_p == 0.0:  # the nucleus shrinks to the top token: greedy
+        temperature, top_p = 0.0, 1.0
+    return SamplingParams(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=max(req.top_k or 0, 0),
+        min_p=req.min_p or 0.0,
+        presence_penalty=req.presence_penalty or 0.0,
+        frequency_penalty=req.frequency_penalty or 0.0,
+        repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
+        seed=None if req.seed is None else (req.seed + seed_offset) % 2**63,
+        logprobs=logprobs,
+    )
+
+
+def stop_strings(req: _Common) -> tuple[str, ...]:
+    if req.stop is None:
+        return ()
+    return (req.stop,) if isinstance(req.stop, str) else tuple(req.stop)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one HTTP request asks of the engine: one GenerationRequest per choice."""
+
+    requests: list[GenerationRequest]
+    prompt_index: list[int]  # per choice: which prompt it belongs to
+    prompt_lens: list[int]  # per prompt
+
+
+def plan_requests(
+    req: _Common,
+    prompts: list[list[int]],
+    max_tokens: int | None,
+    default_max_tokens,
+    logprobs: int | None,
+    speculation: SpeculationParams,
+) -> Plan:
+    """Expand prompts × n into engine requests (choice index = prompt index × n + j; seed + j per choice)."""
+    n = req.n or 1
+    stops = stop_strings(req)
+    requests, index = [], []
+    for p, ids in enumerate(prompts):
+        limit = max_tokens if max_tokens is not None else default_max_tokens(len(ids))
+        for j in range(n):
+            requests.append(
+                GenerationRequest(
+                    prompt_ids=ids,
+                    max_tokens=limit,
+                    sampling=sampling_params(req, logprobs, j),
+                    speculation=speculation,
+                    stop=stops,
+                    ignore_eos=bool(req.ignore_eos),
+                )
+            )
+            index.append(p)
+    return Plan(requests, index, [len(ids) for ids in prompts])
+
+
+# -- responses ------------------------------------------------------------------------------------
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = 0
+
+
+class CompletionTokensDetails(BaseModel):
+    reasoning_tokens: int = 0
+    accepted_prediction_tokens: int = 0
+    rejected_prediction_tokens: int = 0
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+    completion_tokens_details: CompletionTokensDetails
+
+
+class ForetellStats(BaseModel):
+    """Non-standard: how the answer was produced (summed over choices; times are the slowest choice's)."""
+
+    forward_passes: int
+    draft_tokens_proposed: int
+    draft_tokens_accepted: int
+    queue_s: float
+    ttft_s: float
+    decode_s: float
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class TokenLogprobOut(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChoiceLogprobs(BaseModel):
+    content: list[TokenLogprobOut] | None
+    refusal: None = None
+
+
+class ChatMessageOut(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+    refusal: None = None
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: ChatMessageOut
+    logprobs: ChoiceLogprobs | None
+    finish_reason: str
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[ChatChoice]
+    usage: Usage
+    foretell: ForetellStats | None = None
+
+
+class ChatChunkChoice(BaseModel):
+    index: int
+    delta: dict
+    logprobs: ChoiceLogprobs | None = None
+    finish_reason: str | None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+    foretell: ForetellStats | None = None
+
+
+class CompletionLogprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None
+    finish_reason: str | None
+
+
+class Completion(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+    foretell: ForetellStats | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "foretell"
+    max_model_len: int
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]

@@ -1,0 +1,292 @@
+"""The official ``openai`` client against the server (uvicorn in a thread on a free loopback port) running
+the real engine on the tiny random model: fp32, greedy unless a test says otherwise."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import openai
+import pytest
+import uvicorn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from foretell.config import EngineConfig
+from foretell.engine.async_engine import AsyncEngine
+from foretell.server import build_app
+from foretell.testing import make_tiny_model, make_tiny_tokenizer
+
+MSGS = [{"role": "user", "content": "def add(a, b):"}]
+
+
+@contextmanager
+def serve_in_thread(app, timeout_s: float = 20.0):
+    """Run ``app`` on 127.0.0.1 with a free port; yields the base URL; always stops the server."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
+            time.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def make_engine(**config) -> AsyncEngine:
+    cfg = EngineConfig(measure_cost_curve=False, max_prediction_tokens=256, **config)
+    return AsyncEngine.from_model(make_tiny_model(), make_tiny_tokenizer(), cfg, "tiny")
+
+
+@pytest.fixture(scope="module")
+def server():
+    engine = make_engine()
+    try:
+        with serve_in_thread(build_app(engine)) as url:
+            yield engine, url
+    finally:
+        engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server[1] + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def chat(client, **kw):
+    kw.setdefault("messages", MSGS)
+    kw.setdefault("max_tokens", 24)
+    kw.setdefault("temperature", 0)
+    return client.chat.completions.create(model="tiny", **kw)
+
+
+def check_usage(usage, returned_tokens: int) -> None:
+    assert usage.completion_tokens == returned_tokens
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    d = usage.completion_tokens_details
+    assert 0 <= d.accepted_prediction_tokens <= usage.completion_tokens
+    assert d.rejected_prediction_tokens >= 0 and d.reasoning_tokens == 0
+    assert usage.prompt_tokens_details.cached_tokens >= 0
+
+
+# -- chat -----------------------------------------------------------------------------------------
+def test_chat_prediction_string_and_parts_is_lossless(client):
+    plain = chat(client, logprobs=True)
+    text = plain.choices[0].message.content
+    check_usage(plain.usage, len(plain.choices[0].logprobs.content))
+    assert plain.usage.completion_tokens_details.accepted_prediction_tokens == 0
+    as_string = chat(client, prediction={"type": "content", "content": text}, logprobs=True)
+    half = len(text) // 2
+    parts = [{"type": "text", "text": text[:half]}, {"type": "text", "text": text[half:]}]
+    as_parts = chat(client, prediction={"type": "content", "content": parts})
+    for r in (as_string, as_parts):
+        assert r.choices[0].message.content == text
+        assert r.choices[0].finish_reason == plain.choices[0].finish_reason
+    check_usage(as_string.usage, len(as_string.choices[0].logprobs.content))
+    assert as_string.usage.completion_tokens == plain.usage.completion_tokens
+    assert as_string.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    assert as_string.model_extra["foretell"]["forward_passes"] < plain.model_extra["foretell"]["forward_passes"]
+
+
+def test_chat_streaming_matches_non_streaming(client):
+    plain = chat(client)
+    text = plain.choices[0].message.content
+    for prediction in (None, {"type": "content", "content": text}):
+        extra = {"prediction": prediction} if prediction else {}
+        chunks = list(chat(client, stream=True, stream_options={"include_usage": True}, logprobs=True, **extra))
+        assert chunks[0].choices[0].delta.role == "assistant"
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert streamed == text
+        n_logprobs = sum(len(c.choices[0].logprobs.content) for c in chunks if c.choices and c.choices[0].logprobs)
+        assert chunks[-1].choices == [] and chunks[-1].usage is not None
+        check_usage(chunks[-1].usage, n_logprobs)
+        assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+            plain.choices[0].finish_reason
+        ]
+
+
+def test_n_choices_with_prediction_sum_usage(client):
+    plain = chat(client)
+    text = plain.choices[0].message.content
+    r = chat(client, n=3, prediction={"type": "content", "content": text})
+    assert [c.message.content for c in r.choices] == [text] * 3
+    assert r.usage.prompt_tokens == plain.usage.prompt_tokens
+    assert r.usage.completion_tokens == 3 * plain.usage.completion_tokens
+    assert r.usage.completion_tokens_details.accepted_prediction_tokens > 0
+
+
+def test_sampling_seed_penalties_and_logprobs_lossless(client):
+    kw = dict(temperature=1.0, seed=123, presence_penalty=0.5, frequency_penalty=0.3, n=2, logprobs=True, top_logprobs=3)
+    a = chat(client, **kw)
+    for choice in a.choices:
+        pred = {"type": "content", "content": choice.message.content}
+        b = chat(client, prediction=pred, **kw)
+        assert b.choices[choice.index].message.content == choice.message.content
+        la, lb = choice.logprobs.content, b.choices[choice.index].logprobs.content
+        assert [t.token for t in la] == [t.token for t in lb]
+        assert all(abs(x.logprob - y.logprob) < 1e-3 for x, y in zip(la, lb))
+        assert all(len(t.top_logprobs) == 3 for t in lb)
+
+
+def test_max_completion_tokens_with_prediction(client):
+    r = chat(client, max_tokens=None, max_completion_tokens=5, prediction={"type": "content", "content": "x y z"})
+    assert r.usage.completion_tokens <= 5
+
+
+# -- completions ----------------------------------------------------------------------------------
+def test_completions_with_prediction(client):
+    kw = dict(model="tiny", prompt="def add(a, b):", max_tokens=24, temperature=0)
+    plain = client.completions.create(**kw)
+    text = plain.choices[0].text
+    pred = client.completions.create(**kw, extra_body={"prediction": {"type": "content", "content": text}})
+    assert pred.choices[0].text == text
+    assert pred.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    stream = client.completions.create(
+        **kw, stream=True, stream_options={"include_usage": True},
+        extra_body={"prediction": {"type": "content", "content": text}},
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == text
+    check_usage(chunks[-1].usage, plain.usage.completion_tokens)
+
+
+def test_models(client):
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+
+
+# -- errors through the client --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kw,param",
+    [
+        (dict(temperature=2.5), "temperature"),
+        (dict(max_tokens=100_000), "max_tokens"),
+        (dict(messages=[{"role": "user", "content": "word " * 2100}]), "messages"),
+        (dict(prediction={"type": "content", "content": "word " * 300}), "prediction"),
+        (dict(stop=["a", "b", "c", "d", "e"]), "stop"),
+        (dict(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]}]), "messages[0].content[0].type"),
+    ],
+)
+def test_errors_400_with_param(client, kw, param):
+    with pytest.raises(openai.BadRequestError) as info:
+        chat(client, **kw)
+    assert info.value.status_code == 400 and info.value.param == param
+
+
+def test_unknown_model_404(client):
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="gpt-4o", messages=MSGS, max_tokens=2)
+    assert info.value.code == "model_not_found"
+
+
+def test_auth_401(server):
+    engine, _ = server
+    with serve_in_thread(build_app(engine, api_key="k")) as url:
+        bad = openai.OpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            bad.models.list()
+        good = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+        assert good.models.list().data[0].id == "tiny"
+
+
+def _wait_idle(engine, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while engine.metrics()["running"] or engine.metrics()["queue_depth"]:
+        assert time.monotonic() < deadline, engine.metrics()
+        time.sleep(0.05)
+
+
+def test_disconnect_aborts_and_frees_kv(server):
+    engine, url = server
+    _wait_idle(engine)
+    used_before = engine.metrics()["kv_tokens_used"]
+    body = {"model": "tiny", "messages": MSGS, "max_tokens": 1900, "temperature": 0, "stream": True, "ignore_eos": True}
+    with httpx.Client(timeout=30) as http:
+        with http.stream("POST", url + "/v1/chat/completions", json=body) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            for _ in range(3):
+                next(lines)
+            assert engine.metrics()["running"] == 1
+    _wait_idle(engine)
+    # the aborted request's KV is released (nothing of it is kept in the prefix cache)
+    assert engine.metrics()["kv_tokens_used"] <= used_before + 64
+
+
+def _counter(url: str, name: str) -> float:
+    text = httpx.get(url + "/metrics").text
+    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+
+def test_non_streaming_client_timeout_aborts(server):
+    engine, url = server
+    _wait_idle(engine)
+    before = _counter(url, "foretell_completion_tokens_total")
+    body = {"model": "tiny", "messages": MSGS, "max_tokens": 1900, "temperature": 0, "ignore_eos": True}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(url + "/v1/chat/completions", json=body, timeout=1.0)
+    _wait_idle(engine)
+    # the request was recorded when the disconnect was noticed, well before its 1900 tokens
+    deadline = time.monotonic() + 10
+    while _counter(url, "foretell_completion_tokens_total") == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert _counter(url, "foretell_completion_tokens_total") - before < 1900
+
+
+def test_queue_full_429():
+    engine = make_engine(max_num_seqs=1, max_queue=0)
+    try:
+        with serve_in_thread(build_app(engine)) as url, httpx.Client(timeout=30) as http:
+            body = {"model": "tiny", "messages": MSGS, "max_tokens": 1900, "temperature": 0, "stream": True, "ignore_eos": True}
+            with http.stream("POST", url + "/v1/chat/completions", json=body) as r:
+                lines = r.iter_lines()  # keep the iterator: dropping it closes the connection
+                next(lines)
+                second = http.post(url + "/v1/chat/completions", json={**body, "stream": False, "max_tokens": 2})
+                assert second.status_code == 429 and second.json()["error"]["code"] == "queue_full"
+            client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+            _wait_idle(engine)
+            assert client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2).choices
+    finally:
+        engine.shutdown()
+
+
+def test_metrics_after_requests(server, client):
+    _, url = server
+    chat(client, prediction={"type": "content", "content": "anything"})
+    text = httpx.get(url + "/metrics").text
+    assert 'foretell_requests_total{endpoint="/v1/chat/completions",status="200"}' in text
+    assert "foretell_forward_passes_total" in text and "foretell_kv_tokens_total" in text
+
+
+# -- fuzzing the real engine behind the server: bad input never gives a 5xx ------------------------
+_values = st.none() | st.booleans() | st.integers(-3, 200) | st.floats(-3, 3) | st.text(max_size=6) | st.lists(
+    st.integers(-5, 500) | st.text(max_size=4), max_size=4
+)
+_fuzzed = st.fixed_dictionaries(
+    {},
+    optional={
+        "temperature": _values, "top_p": _values, "n": st.integers(-1, 4) | _values, "seed": _values, "stop": _values,
+        "stream": st.booleans(), "logprobs": _values, "top_logprobs": _values, "presence_penalty": _values,
+        "frequency_penalty": _values, "top_k": _values, "min_p": _values, "repetition_penalty": _values,
+        "prediction": st.fixed_dictionaries({"type": st.just("content"), "content": _values}),
+        "prediction_search_length": _values, "prompt": _values, "messages": _values, "model": _values,
+    },
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_fuzzed, path=st.sampled_from(["/v1/chat/completions", "/v1/completions"]))
+def test_fuzz_real_engine_never_5xx(server, body, path):
+    _, url = server
+    base = {"model": "tiny", "messages": MSGS, "prompt": "x", "temperature": 0}
+    body = {**base, **body, "max_tokens": 3}
+    r = httpx.post(url + path, json=body, timeout=60)
+    assert r.status_code < 500, (body, r.text)
