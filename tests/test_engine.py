@@ -230,3 +230,19 @@ def test_limits_and_queue(model, tokenizer):
     engine.add_request(request([1] * 10, 5))
     with pytest.raises(QueueFullError):
         engine.add_request(request([1] * 10, 5))
+
+
+def test_prepacked_cpu_linears_stay_lossless(tokenizer):
+    """The real-model path swaps fp32 Linear layers for oneDNN pre-packed ones; speculation stays exact."""
+    from foretell.engine.runner import prepack_cpu_linears
+
+    model = make_tiny_model(seed=3)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ps = prompts(tokenizer, 3, seed=13)
+    reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
+    if prepack_cpu_linears(model) == 0:
+        pytest.skip("oneDNN not available")
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, request_id=str(i)) for i, p in enumerate(ps)])
+    rng = random.Random(3)
+    got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
+    assert got == plain == reference

@@ -19,7 +19,7 @@ from foretell.core.verify import verify
 from foretell.engine.api import GenerationRequest, QueueFullError, RequestOutput, RequestTooLongError
 from foretell.engine.cost import DEFAULT_COST_POINTS
 from foretell.engine.kv_cache import KVPool
-from foretell.engine.runner import ModelRunner, Segment
+from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
 from foretell.engine.sequence import Sequence, Status
 
 
@@ -50,9 +50,11 @@ class LLMEngine:
         device = pick_device(config.device)
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
+        prepacked = prepack_cpu_linears(model) > 0
         engine = cls(model, load_tokenizer(resolved.path), config)
         if config.measure_cost_curve:
-            points = cached_cost_points(engine.runner, str(resolved.path), cache_dir() / "cost")
+            key = f"{resolved.path}|prepacked={prepacked}"
+            points = cached_cost_points(engine.runner, key, cache_dir() / "cost")
             engine.cost = CostModel(points)
         return engine, resolved.name
 
@@ -151,7 +153,10 @@ class LLMEngine:
         return seqs, segments
 
     def _propose(self, seq: Sequence):
+        """The draft for this step. When proposing is not worth it, remember what a 1-token draft would have
+        been (``seq.shadow``): checking it against the emitted token is free evidence for the policy."""
         proposer = seq.proposer
+        seq.shadow = EMPTY_DRAFT
         room = min(seq.remaining - 1, self.config.k_max, seq.req.speculation.k_max or self.config.k_max)
         if proposer is None or room <= 0:
             return EMPTY_DRAFT
@@ -160,10 +165,18 @@ class LLMEngine:
             return EMPTY_DRAFT
         k = choose_k(seq.tracker, self.cost, room, available, proposer.suggested_cap()) if self.config.adaptive_k else available
         if k <= 0:
+            seq.shadow = proposer.propose(1)
             return EMPTY_DRAFT
         draft = proposer.propose(k)
         seq.stats.draft_tokens_proposed += len(draft)
         return draft
+
+    @staticmethod
+    def _record_acceptance(seq: Sequence, draft, result) -> None:
+        if draft.tokens or not seq.shadow.tokens:
+            seq.tracker.record(len(draft), result.num_accepted)  # every step: idle steps schedule probes
+        else:
+            seq.tracker.record(1, int(result.tokens[0] == seq.shadow.tokens[0]))
 
     def _advance(self, seq: Sequence, seg: Segment, logits) -> RequestOutput | None:
         seq.stats.forward_passes += 1
@@ -173,7 +186,7 @@ class LLMEngine:
         draft = seq.draft
         result = verify(logits, draft, seq.sampler)
         seq.kv.length += len(seg.tokens) - len(draft) + result.num_accepted
-        seq.tracker.record(len(draft), result.num_accepted)  # every step: idle steps schedule the next probe
+        self._record_acceptance(seq, draft, result)
         seq.stats.draft_tokens_accepted += result.num_accepted
         appended, flags = [], []
         for i, token in enumerate(result.tokens):

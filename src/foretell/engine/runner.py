@@ -106,6 +106,28 @@ AttentionInterface.register(ATTN_NAME, _packed_attention)
 AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)  # used only when the model is called normally
 
 
+def prepack_cpu_linears(model) -> int:
+    """Swap fp32 ``nn.Linear`` layers on the CPU for oneDNN ones with pre-packed weights.
+
+    On AVX2-only CPUs, MKL's GEMM for a few rows (a small draft) repacks the weights on every call and costs
+    ~2× a one-row GEMV; with weights packed once, a 1-token pass is ~20% faster and an 8-token pass costs
+    ~2× one token instead of ~2.5×. Returns how many layers were swapped (0 where it does not apply).
+    """
+    param = next(model.parameters())
+    if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        return 0
+    from torch.utils.mkldnn import MkldnnLinear
+
+    swapped = 0
+    with torch.no_grad():
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                if type(child) is torch.nn.Linear:
+                    setattr(module, name, MkldnnLinear(child, torch.float32))
+                    swapped += 1
+    return swapped
+
+
 def kv_shape_of(model) -> KVShape:
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -126,7 +148,7 @@ class ModelRunner:
                 cfg._attn_implementation = ATTN_NAME
         self.kv_shape = kv_shape_of(model)
         self.device = self.kv_shape.device
-        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
 
     @torch.inference_mode()
     def forward(self, segments: list[Segment]) -> list[torch.Tensor]:

@@ -44,6 +44,7 @@ class Sequence:
         self.status = Status.WAITING
         self.kv: SeqKV | None = None
         self.draft: Draft = EMPTY_DRAFT
+        self.shadow: Draft = EMPTY_DRAFT  # what a 1-token draft would have been on a step that proposed none
         self.finish_reason: FinishReason | None = None
         self.stats = RequestStats(prompt_tokens=self.num_prompt)
         self.arrival = time.perf_counter()

@@ -1,0 +1,401 @@
+"""Benchmark output: ``results.json``, ``results.md`` (tables + targets) and PNG plots (matplotlib Agg).
+
+Summary numbers are geometric means of per-task ratios; alignment efficiency over a suite is pooled
+(Σ oracle passes / Σ our passes, the simulator's definition applied to the whole suite).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+PLOTS = ("speedup_vs_acceptance.png", "snake_tokens_over_time.png", "concurrency.png")
+
+TARGETS = {
+    "verbatim": 30.0,  # × plain, decode tok/s
+    "corpus_alignment": 0.90,
+    "edit_vs_hf_prompt_lookup": 1.5,
+    "garbage": 0.98,
+    "concurrency8": 1.0,
+}
+
+
+# ------------------------------------------------------------------------------------------ summary
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _pooled_alignment(rows: list[dict]) -> dict[str, float | None]:
+    aligned = [r["alignment"] for r in rows if r.get("alignment") and "oracle_passes" in r["alignment"]]
+    if not aligned:
+        return {}
+    oracle = sum(a["oracle_passes"] for a in aligned)
+
+    def pooled(key: str) -> float | None:
+        passes = [a[key] for a in aligned if a.get(key) is not None]
+        return oracle / sum(passes) if len(passes) == len(aligned) and sum(passes) else None
+
+    return {"efficiency": pooled("ours_passes"), "mean_efficiency": _mean(a["efficiency"] for a in aligned),
+            "first_divergence_efficiency": pooled("first_divergence_passes"),
+            "line_based_efficiency": pooled("line_based_passes"), "pairs": len(aligned)}
+
+
+def _suite_summary(rows: list[dict]) -> dict[str, Any]:
+    return {
+        "tasks": len(rows),
+        "speedup_geomean": geomean(r["speedup"] for r in rows),
+        "decode_speedup_geomean": geomean(r["decode_speedup"] for r in rows),
+        "hf_prompt_lookup_speedup_geomean": geomean(r.get("hf_prompt_lookup_speedup") for r in rows),
+        "vs_hf_prompt_lookup_geomean": geomean(r.get("vs_hf_prompt_lookup") for r in rows),
+        "acceptance_rate_mean": _mean(r["acceptance_rate"] for r in rows),
+        "draft_acceptance_mean": _mean(r.get("draft_acceptance") for r in rows),
+        "identical": sum(1 for r in rows if r["identical"]),
+        "alignment": _pooled_alignment(rows),
+    }
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    """Per-suite summaries and the targets (each with measured value, threshold and whether it is met)."""
+    rows = result["tasks"]
+    suites = {s: [r for r in rows if r["suite"] == s] for s in dict.fromkeys(r["suite"] for r in rows)}
+    summary: dict[str, Any] = {s: _suite_summary(rs) for s, rs in suites.items()}
+    controls = suites.get("controls", [])
+    for kind in ("no_prediction", "garbage", "empty"):
+        sel = [r for r in controls if r["kind"] == kind]
+        if sel:
+            summary.setdefault("controls", {})[f"{kind}_min_speedup"] = min(r["speedup"] for r in sel)
+    conc = result.get("concurrency") or []
+    for row in conc:
+        if row["mode"] == "prediction":
+            summary.setdefault("concurrency", {})[str(row["n"])] = row.get("speedup_vs_plain")
+
+    targets = []
+
+    def target(name: str, key: str, measured: float | None, detail: str = "") -> None:
+        threshold = TARGETS[key]
+        targets.append({"target": name, "threshold": threshold, "measured": measured,
+                        "met": None if measured is None else measured >= threshold, "detail": detail})
+
+    verb = [r for r in suites.get("verbatim", [])]
+    if verb:
+        r = verb[0]
+        target("verbatim: decode tok/s ≥ 30× plain", "verbatim", r["decode_speedup"],
+               f"end to end (prefill included) {_x(r['speedup'])}; acceptance {_f(r['acceptance_rate'])}")
+    corpus = summary.get("corpus", {}).get("alignment", {})
+    if corpus:
+        target("edit corpus: alignment efficiency ≥ 0.90 (real outputs, vs oracle)", "corpus_alignment",
+               corpus.get("efficiency"), f"mean per task {_f(corpus.get('mean_efficiency'))}; "
+               f"first-divergence {_f(corpus.get('first_divergence_efficiency'))}, "
+               f"line-based {_f(corpus.get('line_based_efficiency'))}; {corpus.get('pairs')} tasks")
+    edit = summary.get("edit", {})
+    if edit.get("vs_hf_prompt_lookup_geomean") is not None:
+        corpus_vs = summary.get("corpus", {}).get("vs_hf_prompt_lookup_geomean")
+        target("snake edits: wall-clock speedup ≥ 1.5× HF prompt lookup's", "edit_vs_hf_prompt_lookup",
+               edit["vs_hf_prompt_lookup_geomean"],
+               f"ours {_x(edit['speedup_geomean'])} vs HF prompt lookup {_x(edit['hf_prompt_lookup_speedup_geomean'])}"
+               f" (geomeans, each vs its own plain); corpus: {_x(corpus_vs)}")
+    if "garbage_min_speedup" in summary.get("controls", {}):
+        target("garbage prediction ≥ 0.98× plain (wall)", "garbage", summary["controls"]["garbage_min_speedup"],
+               "worst of the garbage controls")
+    c8 = summary.get("concurrency", {}).get("8")
+    if c8 is not None:
+        target("8 concurrent requests: with predictions ≥ 1× without (aggregate tok/s)", "concurrency8", c8)
+    summary["targets"] = targets
+    return summary
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+
+def _f(v: float | None, digits: int = 2) -> str:
+    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
+
+
+def _x(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}×"
+
+
+def _yes(v: bool | None) -> str:
+    return "–" if v is None else ("yes" if v else "**no**")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    meta, summary = result["meta"], result["summary"]
+    m, v = meta["machine"], meta["versions"]
+    lines = [
+        "# foretell benchmark",
+        "",
+        f"- **model**: {meta['model']} · **dtype**: {meta['dtype']} · **device**: {meta['device']}"
+        + (" · tiny random model (smoke run: numbers mean nothing)" if meta.get("tiny") else ""),
+        f"- **machine**: {m.get('cpu')}, {m.get('cores')} cores ({m.get('torch_threads')} torch threads), "
+        f"{m.get('platform')}; load average at the end {_f(m.get('load_avg_at_end'))}",
+        f"- **versions**: python {v.get('python')}, torch {v.get('torch')}, transformers {v.get('transformers')}, "
+        f"foretell {v.get('foretell')}" + (f" (git {meta['git']['commit']}{' dirty' if meta['git']['dirty'] else ''})"
+                                           if meta.get("git") else ""),
+        f"- **cost curve** t(n)/t(1) ({meta.get('cost_curve_source')}): "
+        + ", ".join(f"{n}: {r}" for n, r in (meta.get("cost_curve") or {}).items())
+        + f"; CPU has native bf16: {meta.get('native_bf16')}",
+        f"- **k policy**: {meta['k_policy']}; prefix cache off; greedy decoding (temperature 0); "
+        f"HF prompt lookup k = {meta['hf_prompt_lookup_num_tokens']}; simulated alignment k = {meta['alignment_k']}",
+        f"- **run**: {meta['started']}, {meta['duration_s']:.0f} s; `foretell bench {' '.join(meta['argv'])}`",
+        "",
+        "Speedup = plain wall time / wall time on the same prompt in the same process (prefill included); "
+        "decode speedup = decode tok/s ratio (tokens after the first output / time after it). Accept = "
+        "accepted / (accepted + rejected) prediction tokens in the engine's OpenAI-style usage (rejected = "
+        "prediction tokens absent from the output, so this is the share of the prediction used); draft acc = "
+        "accepted / proposed draft tokens of all proposers (the verification work that paid off). Alignment "
+        "efficiency = simulated oracle passes / our aligner's passes on (prediction, the output actually "
+        "produced), k = 64; first-div. and line = the OpenAI-like and Cascade-like baselines on the same "
+        "pair. Identical = same token ids as plain decoding (in bf16 a batched verify pass may round "
+        "differently from a one-token pass, so a mismatch there is reported, not hidden).",
+        "",
+    ]
+    if summary.get("targets"):
+        lines += ["## Targets", ""]
+        lines += _table(["target", "measured", "met", "detail"],
+                        [[t["target"], _f(t["measured"]), _yes(t["met"]), t["detail"]] for t in summary["targets"]])
+        short = [t for t in summary["targets"] if t["met"] is False]
+        lines += [""]
+        if short:
+            lines += ["**Where we fall short:**", ""]
+            lines += [f"- {t['target']}: measured {_f(t['measured'])}, target {t['threshold']}." for t in short]
+        elif not meta.get("tiny"):
+            lines += ["All measured targets are met in this run."]
+        lines += [""]
+
+    main = [r for r in result["tasks"] if r["suite"] != "controls"]
+    if main:
+        lines += ["## Tasks", ""]
+        header = ["task", "out tok", "plain tok/s e2e", "foretell tok/s e2e", "speedup", "decode ×",
+                  "TTFT plain/ours s",
+                  "accept", "draft acc", "passes plain→ours", "align eff", "1st-div eff", "line eff", "HF PLD ×",
+                  "ours / HF PLD", "identical"]
+        rows = []
+        for r in main:
+            p, o, a = r["runs"]["plain"], r["runs"]["foretell"], r.get("alignment") or {}
+            rows.append([r["name"], str(r["output_tokens"]), _f(p["tok_s"], 1), _f(o["tok_s"], 1), _x(r["speedup"]),
+                         _x(r["decode_speedup"]), f"{_f(p['ttft_s'])}/{_f(o['ttft_s'])}", _f(r["acceptance_rate"]),
+                         _f(r.get("draft_acceptance")),
+                         f"{p['forward_passes']}→{o['forward_passes']}", _f(a.get("efficiency")),
+                         _f(a.get("first_divergence_efficiency")), _f(a.get("line_based_efficiency")),
+                         _x(r.get("hf_prompt_lookup_speedup")), _x(r.get("vs_hf_prompt_lookup")),
+                         _identity_cell(o)])
+        lines += _table(header, rows) + [""]
+        suite_rows = []
+        for suite in ("verbatim", "edit", "corpus"):
+            s = summary.get(suite)
+            if not s:
+                continue
+            al = s.get("alignment") or {}
+            suite_rows.append([suite, str(s["tasks"]), _x(s["speedup_geomean"]), _x(s["decode_speedup_geomean"]),
+                               _f(s["acceptance_rate_mean"]), _f(s.get("draft_acceptance_mean")),
+                               _f(al.get("efficiency")),
+                               _f(al.get("first_divergence_efficiency")), _f(al.get("line_based_efficiency")),
+                               _x(s["hf_prompt_lookup_speedup_geomean"]), _x(s["vs_hf_prompt_lookup_geomean"]),
+                               f"{s['identical']}/{s['tasks']}"])
+        if suite_rows:
+            lines += ["Per suite (geometric means; alignment pooled):", ""]
+            lines += _table(["suite", "tasks", "speedup", "decode ×", "accept", "draft acc", "align eff",
+                             "1st-div eff", "line eff",
+                             "HF PLD ×", "ours / HF PLD", "identical"], suite_rows) + [""]
+
+    controls = [r for r in result["tasks"] if r["suite"] == "controls"]
+    if controls:
+        lines += ["## Controls", "",
+                  "No prediction = n-gram lookup over the prompt only; garbage = unrelated prose of the same token "
+                  "length; empty = an empty prediction (treated as none).", ""]
+        lines += _table(["task", "out tok", "plain tok/s", "tok/s", "speedup", "accept", "draft acc",
+                         "passes plain→ours",
+                         "identical"],
+                        [[r["name"], str(r["output_tokens"]), _f(r["runs"]["plain"]["tok_s"], 1),
+                          _f(r["runs"]["foretell"]["tok_s"], 1), _x(r["speedup"]), _f(r["acceptance_rate"]),
+                          _f(r.get("draft_acceptance")),
+                          f"{r['runs']['plain']['forward_passes']}→{r['runs']['foretell']['forward_passes']}",
+                          _identity_cell(r["runs"]["foretell"])] for r in controls]) + [""]
+
+    peers = [r for r in result["tasks"] if "hf_plain" in r["runs"]]
+    if peers:
+        lines += ["## Peers (same model object, same prompt ids)", "",
+                  "HF = transformers `model.generate`, greedy, batch 1; prompt lookup with "
+                  f"`prompt_lookup_num_tokens={meta['hf_prompt_lookup_num_tokens']}` (the original file is in "
+                  "the prompt, as an HF user would rely on).", ""]
+        lines += _table(["task", "ours plain tok/s", "HF plain tok/s", "HF PLD tok/s", "foretell tok/s",
+                         "HF PLD passes", "foretell passes", "HF plain = ours plain", "HF PLD = HF plain"],
+                        [[r["name"], _f(r["runs"]["plain"]["tok_s"], 1), _f(r["runs"]["hf_plain"]["tok_s"], 1),
+                          _f(r["runs"]["hf_prompt_lookup"]["tok_s"], 1), _f(r["runs"]["foretell"]["tok_s"], 1),
+                          str(r["runs"]["hf_prompt_lookup"]["forward_passes"]),
+                          str(r["runs"]["foretell"]["forward_passes"]),
+                          _identity_cell(r["runs"]["hf_plain"]),
+                          _yes(r["runs"]["hf_prompt_lookup"].get("identical_vs_hf_plain"))] for r in peers]) + [""]
+    if result.get("vllm"):
+        lines += ["vLLM (separate server, n-gram k=10):", ""]
+        lines += _table(["task", "variant", "out tok", "tok/s", "TTFT s"],
+                        [[r["task"], r["variant"], str(r["output_tokens"]), _f(r["tok_s"], 1), _f(r["ttft_s"])]
+                         for r in result["vllm"]]) + [""]
+
+    if result.get("concurrency"):
+        lines += ["## Concurrency", "",
+                  "N simultaneous requests (the snake tasks cycled, each capped at the concurrency max_tokens), one "
+                  "engine, continuous batching. Ratio = aggregate tok/s with predictions / without.", ""]
+        lines += _table(["N", "mode", "tokens", "wall s", "aggregate tok/s", "ratio", "mean TTFT s", "accept",
+                         "draft acc", "identical"],
+                        [[str(r["n"]), r["mode"], str(r["total_tokens"]), _f(r["wall_s"]), _f(r["agg_tok_s"], 1),
+                          _x(r.get("speedup_vs_plain")), _f(r["mean_ttft_s"]), _f(r["acceptance_rate"]),
+                          _f(r.get("draft_acceptance")),
+                          f"{r['identical_requests']}/{r['n']}" if "identical_requests" in r else ""]
+                         for r in result["concurrency"]]) + [""]
+
+    if result.get("profile"):
+        lines += ["## Step profile", "",
+                  "Mean ms per engine step. forward = model pass; verify = acceptance + sampling; propose = "
+                  "drafting and the proposers' bookkeeping (observe); other = scheduling, detokenisation, outputs.",
+                  ""]
+        lines += _table(["label", "steps", "step ms", "forward", "verify", "propose", "other"],
+                        [[label, str(p["steps"]), _f(p["step_ms"]),
+                          *(f"{_f(p[f'{ph}_ms'])} ({100 * p[f'{ph}_share']:.0f}%)"
+                            for ph in ("forward", "verify", "propose", "other"))]
+                         for label, p in result["profile"].items()]) + [""]
+
+    plots = [p for p in PLOTS if p in result.get("plots", [])]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    if result.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in result["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def _identity_cell(run: dict) -> str:
+    if run.get("identical_vs_plain"):
+        return "yes"
+    return f"**no** (first {run.get('common_prefix_vs_plain')} tok equal)"
+
+
+# ------------------------------------------------------------------------------------------ plots
+
+
+def plot_all(result: dict[str, Any], out: Path) -> list[str]:
+    """Write the PNGs that have data; returns their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for name, fn in (("speedup_vs_acceptance.png", _plot_speedup), ("snake_tokens_over_time.png", _plot_timeline),
+                     ("concurrency.png", _plot_concurrency)):
+        fig = fn(plt, result)
+        if fig is not None:
+            fig.savefig(out / name, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            written.append(name)
+    return written
+
+
+def _plot_speedup(plt, result):
+    rows = [r for r in result["tasks"] if r.get("acceptance_rate") is not None and r.get("speedup")]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = {"verbatim": "tab:red", "edit": "tab:blue", "corpus": "tab:green", "controls": "tab:gray"}
+    for suite in dict.fromkeys(r["suite"] for r in rows):
+        sel = [r for r in rows if r["suite"] == suite]
+        ax.scatter([r["acceptance_rate"] for r in sel], [r["speedup"] for r in sel], label=suite,
+                   color=colors.get(suite), alpha=0.8)
+        if suite in ("verbatim", "edit"):
+            for r in sel:
+                ax.annotate(r["name"].split("/")[-1], (r["acceptance_rate"], r["speedup"]), fontsize=7,
+                            xytext=(3, 3), textcoords="offset points")
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set_yscale("log")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_xlabel("acceptance rate: accepted / (accepted + rejected) prediction tokens")
+    ax.set_ylabel("speedup vs plain decoding (wall, log)")
+    ax.set_title(f"foretell: speedup vs acceptance — {result['meta']['model']} {result['meta']['dtype']}")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _plot_timeline(plt, result):
+    panels = [r for r in result["tasks"] if r["suite"] in ("verbatim", "edit")
+              and any(run.get("timeline") for run in r["runs"].values())]
+    if not panels:
+        return None
+    panels = panels[:2]  # verbatim and the first edit
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
+    style = {"plain": ("plain decoding", "black"), "foretell": ("foretell (prediction)", "tab:red"),
+             "hf_plain": ("HF generate", "tab:gray"), "hf_prompt_lookup": ("HF prompt lookup", "tab:blue")}
+    for ax, row in zip(axes[0], panels):
+        for variant, run in row["runs"].items():
+            events = run.get("timeline") or []
+            if not events:
+                continue
+            label, color = style.get(variant, (variant, None))
+            ts = [0.0] + [e[0] for e in events]
+            ns = [0] + [e[1] for e in events]
+            ax.step(ts, ns, where="post", label=f"{label}: {run['wall_s']:.1f} s", color=color)
+        ax.set_xlabel("seconds since the request")
+        ax.set_ylabel("output tokens")
+        ax.set_title(row["name"])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return fig
+
+
+def _plot_concurrency(plt, result):
+    rows = result.get("concurrency") or []
+    if not rows:
+        return None
+    ns = sorted({r["n"] for r in rows})
+    fig, ax = plt.subplots(figsize=(6, 4))
+    width = 0.38
+    for i, mode in enumerate(("plain", "prediction")):
+        vals = [next((r["agg_tok_s"] for r in rows if r["n"] == n and r["mode"] == mode), 0.0) for n in ns]
+        ax.bar([j + (i - 0.5) * width for j in range(len(ns))], vals, width, label=mode)
+    ax.set_xticks(range(len(ns)), [str(n) for n in ns])
+    ax.set_xlabel("simultaneous requests")
+    ax.set_ylabel("aggregate output tok/s")
+    ax.set_title("concurrency: plain decoding vs with predictions")
+    ax.legend()
+    ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+# ------------------------------------------------------------------------------------------ write
+
+
+def write_all(result: dict[str, Any], out: str | Path) -> dict[str, Path]:
+    """Summarise, plot, and write results.json + results.md into ``out``; returns the paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    result["summary"] = summarize(result)
+    result["plots"] = plot_all(result, out)
+    paths = {"json": out / "results.json", "markdown": out / "results.md"}
+    paths["json"].write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
+    paths["markdown"].write_text(markdown(result) + "\n")
+    paths.update({p: out / p for p in result["plots"]})
+    return paths
+
+
+def _json_default(obj):
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    return str(obj)

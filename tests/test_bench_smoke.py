@@ -1,0 +1,102 @@
+"""`foretell bench --tiny`: the benchmark runs end to end on the tiny random model and writes its outputs.
+
+No timing is asserted anywhere: only that the files exist with the expected keys and that, in fp32, every
+foretell output is token-for-token identical to plain decoding.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from foretell.bench.cli import main
+from foretell.bench.report import PLOTS
+from foretell.bench.workloads import SUITES, WorkloadOptions, build_tasks, corpus_instruction, snake_source
+
+RUN_KEYS = {"wall_s", "ttft_s", "decode_s", "tok_s", "decode_tok_s", "output_tokens", "forward_passes",
+            "acceptance_rate", "speedup_vs_plain", "identical_vs_plain"}
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    argv = ["--tiny", "--out", str(out), "--limit", "1", "--max-tokens", "6", "--concurrency", "1,2",
+            "--profile", "--record", "--no-progress"]
+    assert main(argv) == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_outputs_written(bench):
+    out, result = bench
+    assert set(result) >= {"meta", "tasks", "concurrency", "profile", "summary", "notes", "plots"}
+    assert (out / "results.md").read_text().startswith("# foretell benchmark")
+    for name in PLOTS:
+        assert name in result["plots"]
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    recorded = json.loads((out / "recorded_outputs.json").read_text())
+    assert recorded["model"] == "tiny-random-qwen2" and recorded["dtype"] == "float32"
+    assert recorded["tasks"] and all(t["output_ids"] for t in recorded["tasks"])
+
+
+def test_meta_states_the_setup(bench):
+    meta = bench[1]["meta"]
+    assert meta["dtype"] == "float32" and meta["tiny"] is True
+    assert {"cpu", "cores"} <= set(meta["machine"])
+    assert {"torch", "transformers", "python"} <= set(meta["versions"])
+    assert "k_max" in meta["k_policy"]
+
+
+def test_every_suite_ran(bench):
+    result = bench[1]
+    suites = {t["suite"] for t in result["tasks"]}
+    assert suites == {"verbatim", "edit", "corpus", "controls"}
+    for task in result["tasks"]:
+        assert RUN_KEYS <= set(task["runs"]["plain"]) and RUN_KEYS <= set(task["runs"]["foretell"])
+        if task["suite"] != "controls":
+            assert {"hf_plain", "hf_prompt_lookup"} <= set(task["runs"])
+            assert task["alignment"]["oracle_passes"] >= 1
+    kinds = {t["kind"] for t in result["tasks"] if t["suite"] == "controls"}
+    assert kinds == {"no_prediction", "garbage", "empty"}
+    expected = {(n, mode) for n in (1, 2) for mode in ("plain", "prediction")}
+    assert {(c["n"], c["mode"]) for c in result["concurrency"]} == expected
+    assert {"plain", "foretell"} <= set(result["profile"])
+    assert {t["target"] for t in result["summary"]["targets"]}  # targets are evaluated (met or not)
+
+
+def test_identical_to_plain_in_fp32(bench):
+    result = bench[1]
+    for task in result["tasks"]:
+        assert task["identical"], task["name"]
+        assert task["runs"]["hf_plain"]["identical_vs_plain"] if "hf_plain" in task["runs"] else True
+    self_pred = next(t for t in result["tasks"] if t["name"] == "tiny/self-prediction")
+    assert self_pred["runs"]["foretell"]["accepted_prediction"] > 0  # the acceptance path really ran
+    for row in result["concurrency"]:
+        if row["mode"] == "prediction":
+            assert row["identical_requests"] == row["n"]
+
+
+def test_workloads_for_the_real_tokenizer_shape():
+    from foretell.testing import make_tiny_tokenizer
+
+    tasks, notes = build_tasks(make_tiny_tokenizer(), SUITES, WorkloadOptions())
+    by_suite = {}
+    for t in tasks:
+        by_suite.setdefault(t.suite, []).append(t)
+    assert len(by_suite["edit"]) == 5 and len(by_suite["verbatim"]) == 1
+    assert len(by_suite["corpus"]) >= 30, notes
+    assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty"}
+    garbage = next(t for t in by_suite["controls"] if t.kind == "garbage" and t.meta["prompt"] == "snake-verbatim")
+    assert len(garbage.prediction_ids) == len(by_suite["verbatim"][0].prediction_ids)
+    assert all(t.prediction_ids == by_suite["verbatim"][0].prediction_ids for t in by_suite["edit"])
+    assert corpus_instruction("move_function_2_m8", "move_function").startswith("Swap")
+    assert "def main" in snake_source()
+
+
+def test_replay_of_the_recording(bench, capsys):
+    out, _ = bench
+    assert main(["--replay", str(out / "recorded_outputs.json"), "--out", str(out)]) == 0
+    replayed = json.loads((out / "replay.json").read_text())
+    assert replayed["model"] == "tiny-random-qwen2"
+    assert all(t["alignment"]["oracle_passes"] >= 1 for t in replayed["tasks"])
+    assert "Pooled per suite" in capsys.readouterr().out
