@@ -144,3 +144,17 @@ def test_soften_reset_and_validation():
         AcceptanceTracker(hazard=1.0)
     with pytest.raises(ConfigError):
         AcceptanceTracker(prior_alpha=0.0)
+
+
+def test_batch_aware_choice_stops_speculating_when_passes_are_compute_bound():
+    """Alone, a fairly good draft pays; in a pass that already holds many tokens of a linear (compute-bound)
+    cost curve, every rejected token slows everybody down, so k drops; with a flat curve it stays."""
+    tracker = AcceptanceTracker()
+    for _ in range(10):
+        tracker.record(8, 5)
+    linear = CostModel({1: 1.0, 64: 64.0})
+    flat = CostModel({1: 1.0, 512: 1.5})
+    alone = choose_k(tracker, flat, 64, 64)
+    assert alone > 0
+    assert choose_k(tracker, linear, 64, 64, batch_tokens=32, batch_expected=32.0) == 0
+    assert choose_k(tracker, flat, 64, 64, batch_tokens=32, batch_expected=32.0) > 0

@@ -176,23 +176,32 @@ def optimal_k(alpha: float, cost: CostModel, limit: int) -> int:
 
 
 def choose_k(
-    tracker: AcceptanceTracker, cost: CostModel, k_max: int, available: int, cap: int | None = None
+    tracker: AcceptanceTracker,
+    cost: CostModel,
+    k_max: int,
+    available: int,
+    cap: int | None = None,
+    batch_tokens: int = 0,
+    batch_expected: float = 0.0,
 ) -> int:
-    """Tokens to propose this step, maximising expected tokens per unit time:
+    """Tokens to propose this step, maximising expected tokens per unit time of the forward pass:
 
-        k* = argmax_{0 <= k <= min(k_max, available, cap)}  E[(1 − α^(k+1)) / (1 − α)] / ratio(k + 1)
+        k* = argmax_{0 <= k <= min(k_max, available, cap)}  (B_E + E[(1 − α^(k+1)) / (1 − α)]) / ratio(B_n + k + 1)
 
-    where the expectation is over the tracker's posterior of α (for a known α this is exactly
-    :func:`optimal_k`) and ratio = t(k+1)/t(1). k = 0 scores 1 (plain decoding); ties go to the smaller k.
-    When k* = 0 the tracker may still ask for a tiny probe (:meth:`AcceptanceTracker.probe_size`) so that a
-    prediction that becomes useful again is noticed.
+    where the expectation is over the tracker's posterior of α (for a known α and an empty batch this is
+    exactly :func:`optimal_k`), ratio = t(n)/t(1), and (B_n, B_E) are the tokens already in this pass from
+    other requests and the tokens they are expected to yield (0, 0 for a request alone). In a batch this
+    weighs what a longer pass costs everybody: once passes are compute-bound, speculation stops paying.
+    k = 0 is plain decoding; ties go to the smaller k. When k* = 0 the tracker may still ask for a tiny probe
+    (:meth:`AcceptanceTracker.probe_size`) so that a prediction that becomes useful again is noticed.
     """
     limit = min(k_max, available, k_max if cap is None else cap)
     if limit <= 0:
         return 0
     ks = np.arange(limit + 1, dtype=np.float64)
-    best = int(np.argmax(tracker.expected_tokens(limit) / cost.ratios(ks + 1)))
-    return best if best > 0 else tracker.probe_size(cost, limit)
+    score = (batch_expected + tracker.expected_tokens(limit)) / cost.ratios(batch_tokens + ks + 1)
+    best = int(np.argmax(score))
+    return best if best > 0 or batch_tokens > 0 else tracker.probe_size(cost, limit)
 
 
 def _require(cond: bool, name: str, message: str) -> None:

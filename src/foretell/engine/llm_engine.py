@@ -134,6 +134,7 @@ class LLMEngine:
         token(s) plus a draft whose size the adaptive-k policy picks."""
         prefill_budget = self.config.prefill_chunk
         seqs, segments = [], []
+        batch_tokens, batch_expected = 0, 0.0  # what this pass holds so far, and what it should yield
         for seq in self.running:
             pending = seq.pending
             start = seq.kv.length
@@ -145,16 +146,21 @@ class LLMEngine:
                 if chunk < pending:
                     seqs.append(seq)
                     segments.append(Segment(seq.kv, seq.tokens[start : start + chunk], num_logits=0))
+                    batch_tokens += chunk
                     continue
-            seq.draft = self._propose(seq)
+            seq.draft = self._propose(seq, batch_tokens + pending - 1, batch_expected)
             tokens = seq.tokens[start:] + seq.draft.tokens
             seqs.append(seq)
             segments.append(Segment(seq.kv, tokens, num_logits=len(seq.draft) + 1))
+            batch_tokens += len(tokens)
+            batch_expected += float(seq.tracker.expected_tokens(len(seq.draft))[-1])
         return seqs, segments
 
-    def _propose(self, seq: Sequence):
-        """The draft for this step. When proposing is not worth it, remember what a 1-token draft would have
-        been (``seq.shadow``): checking it against the emitted token is free evidence for the policy."""
+    def _propose(self, seq: Sequence, batch_tokens: int, batch_expected: float):
+        """The draft for this step, given the tokens already in this pass (``batch_tokens``, counting this
+        request's pending tokens beyond the first) and what they should yield. When proposing is not worth it,
+        remember what a 1-token draft would have been (``seq.shadow``): checking it against the emitted token
+        is free evidence for the policy."""
         proposer = seq.proposer
         seq.shadow = EMPTY_DRAFT
         room = min(seq.remaining - 1, self.config.k_max, seq.req.speculation.k_max or self.config.k_max)
@@ -163,7 +169,11 @@ class LLMEngine:
         available = min(room, proposer.available())
         if available <= 0:
             return EMPTY_DRAFT
-        k = choose_k(seq.tracker, self.cost, room, available, proposer.suggested_cap()) if self.config.adaptive_k else available
+        if self.config.adaptive_k:
+            cap = proposer.suggested_cap()
+            k = choose_k(seq.tracker, self.cost, room, available, cap, batch_tokens, batch_expected)
+        else:
+            k = available
         if k <= 0:
             seq.shadow = proposer.propose(1)
             return EMPTY_DRAFT

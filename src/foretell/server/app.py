@@ -272,7 +272,16 @@ class Run:
 
 
 # -- formats --------------------------------------------------------------------------------------
-class ChatFormat:
+class _Format:
+    """What the chat and completions formats share: the closing usage chunk."""
+
+    def usage_chunk(self, run: Run) -> dict:
+        chunk = self._chunk(run, [], usage=run.usage())
+        chunk["foretell"] = run.foretell_stats().model_dump()
+        return chunk
+
+
+class ChatFormat(_Format):
     prefix = "chatcmpl-"
 
     def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[P.TokenLogprobOut]:
@@ -305,11 +314,6 @@ class ChatFormat:
             chunks.append(self._chunk(run, [P.ChatChunkChoice(index=i, delta={}, finish_reason=run.choices[i].finish_reason)]))
         return chunks
 
-    def usage_chunk(self, run: Run) -> dict:
-        chunk = self._chunk(run, [], usage=run.usage())
-        chunk["foretell"] = run.foretell_stats().model_dump()
-        return chunk
-
     def response(self, run: Run, with_logprobs: bool) -> BaseModel:
         choices = [
             P.ChatChoice(
@@ -326,7 +330,7 @@ class ChatFormat:
         )
 
 
-class CompletionFormat:
+class CompletionFormat(_Format):
     prefix = "cmpl-"
 
     def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[tuple]:
@@ -363,11 +367,6 @@ class CompletionFormat:
         logprobs = self._logprobs_obj(lps) if out.new_logprobs is not None else None
         reason = run.choices[i].finish_reason if out.finished else None
         return [self._chunk(run, [P.CompletionChoice(index=i, text=text, logprobs=logprobs, finish_reason=reason)])]
-
-    def usage_chunk(self, run: Run) -> dict:
-        chunk = self._chunk(run, [], usage=run.usage())
-        chunk["foretell"] = run.foretell_stats().model_dump()
-        return chunk
 
     def response(self, run: Run, with_logprobs: bool) -> BaseModel:
         choices = [
