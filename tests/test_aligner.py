@@ -275,3 +275,17 @@ def test_make_proposer_factory():
     assert isinstance(make_proposer(prompt, SpeculationParams(prediction=(), ngram=True)), NgramProposer)
     assert make_proposer(prompt, SpeculationParams(prediction=None, ngram=False)) is None
     assert make_proposer(prompt, SpeculationParams(prediction=(), ngram=False)) is None
+
+
+def test_prediction_proposer_names_the_source_that_drafts_next():
+    """The engine keeps one acceptance estimate per source; the composite proposer says which one drafts."""
+    from foretell.core.ngram import NgramProposer
+    from foretell.core.prediction import PredictionProposer
+
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8]
+    proposer = PredictionProposer([50, 51, 52, 53, 54, 55], fallback=NgramProposer(prompt))
+    assert proposer.active_source() == "prediction"
+    assert proposer.propose(3).source == "prediction"
+    proposer.observe([1, 2, 3])  # the output follows the prompt, not the prediction
+    assert proposer.lost
+    assert proposer.active_source() == proposer.propose(4).source == "ngram"

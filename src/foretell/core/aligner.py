@@ -155,6 +155,8 @@ class PredictionAligner(Proposer):
     from), :meth:`available` and :meth:`suggested_cap` (the longest draft the evidence justifies).
     """
 
+    source = "prediction"
+
     def __init__(self, prediction: Sequence[int], search_length: int | None = None,
                  config: AlignerConfig | None = None, newline_ids: Collection[int] | None = None):
         config = config or AlignerConfig()

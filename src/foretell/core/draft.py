@@ -35,7 +35,9 @@ EMPTY_DRAFT = Draft()
 
 
 class Proposer(ABC):
-    """Proposes draft tokens for one request."""
+    """Proposes draft tokens for one request. ``source`` names the drafts it makes (see :class:`Draft`)."""
+
+    source: str = "none"
 
     @abstractmethod
     def propose(self, k: int) -> Draft:
@@ -48,6 +50,11 @@ class Proposer(ABC):
     def available(self) -> int:
         """How many tokens the proposer could propose right now (an upper bound; large if unknown)."""
         return 1 << 30
+
+    def active_source(self) -> str:
+        """The source of the next draft (a composite proposer names the part that drafts now): the engine
+        keeps one acceptance estimate per source, so a failing prediction does not starve n-gram drafts."""
+        return self.source
 
     def suggested_cap(self) -> int | None:
         """A cap on the next proposal when evidence is weak (e.g. right after a re-anchor); None = no cap."""

@@ -41,6 +41,8 @@ class NgramProposer(Proposer):
     """Proposes the continuation of the latest earlier occurrence of the longest matching suffix of
     prompt + output (see the module docstring for an example)."""
 
+    source = "ngram"
+
     def __init__(self, context_ids: Sequence[int] = (), min_n: int = 1, max_n: int = 4,
                  weak_cap: int | None = None):
         self.config = NgramConfig(min_n, max_n, weak_cap)

@@ -49,6 +49,9 @@ class PredictionProposer(Proposer):
     def propose(self, k: int) -> Draft:
         return self._active().propose(k)
 
+    def active_source(self) -> str:
+        return self._active().active_source()
+
     def observe(self, tokens: Sequence[int]) -> None:
         self.aligner.observe(tokens)
         if self.fallback is not None:

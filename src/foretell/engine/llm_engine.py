@@ -169,6 +169,7 @@ class LLMEngine:
         available = min(room, proposer.available())
         if available <= 0:
             return EMPTY_DRAFT
+        seq.tracker = seq.tracker_for(proposer.active_source())
         if self.config.adaptive_k:
             cap = proposer.suggested_cap()
             k = choose_k(seq.tracker, self.cost, room, available, cap, batch_tokens, batch_expected)

@@ -38,7 +38,8 @@ class Sequence:
         self.stop_ids = stop_ids
         self.proposer = proposer
         self.sampler = SamplerState(req.sampling, req.prompt_ids)
-        self.tracker = AcceptanceTracker()
+        self.trackers: dict[str, AcceptanceTracker] = {}  # acceptance estimate per draft source
+        self.tracker = self.tracker_for("none")  # the estimate of the source drafting this step
         self.detok = IncrementalDetokenizer(tokenizer)
         self.stopper = StopStringMatcher(req.stop)
         self.status = Status.WAITING
@@ -50,6 +51,9 @@ class Sequence:
         self.arrival = time.perf_counter()
         self.first_token_at: float | None = None
         self.scheduled_at: float | None = None
+
+    def tracker_for(self, source: str) -> AcceptanceTracker:
+        return self.trackers.setdefault(source, AcceptanceTracker())
 
     @property
     def num_output(self) -> int:
