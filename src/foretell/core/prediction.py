@@ -41,9 +41,15 @@ class PredictionProposer(Proposer):
         return not self.aligner.has_anchor
 
     def _active(self) -> Proposer:
-        """The proposer that drafts now: the fallback while lost (if it has something), else the aligner."""
-        if self.fallback is not None and self.lost and self.fallback.available() > 0:
-            return self.fallback
+        """The proposer that drafts now: the aligner while aligned; once the output has departed, whichever
+        has clearly more matched evidence behind its next draft (the fallback's n-gram length over the aligner's
+        matched tokens + 1: spurious short anchors in a useless prediction must not crowd out n-gram lookup),
+        and the fallback while the aligner has no trusted anchor at all."""
+        fallback = self.fallback
+        if fallback is None or self.aligner.aligned or fallback.available() <= 0:
+            return self.aligner
+        if self.lost or getattr(fallback, "match_length", 0) > self.aligner.evidence + 1:
+            return fallback
         return self.aligner
 
     def propose(self, k: int) -> Draft:
