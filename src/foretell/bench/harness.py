@@ -30,7 +30,7 @@ from foretell.config import EngineConfig, SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest
 
 GREEDY = SamplingParams(temperature=0.0)
-PLAIN_SPEC = SpeculationParams(prediction=None, ngram=False)
+PLAIN_SPEC = SpeculationParams(prediction=None, method="none")
 ALIGN_K = 64  # draft cap of the simulated proposers (the oracle, ours, the baselines)
 HF_PROMPT_LOOKUP = 10
 

@@ -163,7 +163,8 @@ class LLMEngine:
         is free evidence for the policy."""
         proposer = seq.proposer
         seq.shadow = EMPTY_DRAFT
-        room = min(seq.remaining - 1, self.config.k_max, seq.req.speculation.k_max or self.config.k_max)
+        k_max = seq.req.speculation.k_max
+        room = min(seq.remaining - 1, self.config.k_max, self.config.k_max if k_max is None else k_max)
         if proposer is None or room <= 0:
             return EMPTY_DRAFT
         available = min(room, proposer.available())
@@ -178,9 +179,7 @@ class LLMEngine:
         if k <= 0:
             seq.shadow = proposer.propose(1)
             return EMPTY_DRAFT
-        draft = proposer.propose(k)
-        seq.stats.draft_tokens_proposed += len(draft)
-        return draft
+        return proposer.propose(k)
 
     @staticmethod
     def _record_acceptance(seq: Sequence, draft, result) -> None:
@@ -193,12 +192,14 @@ class LLMEngine:
         seq.stats.forward_passes += 1
         if seg.num_logits == 0:  # a prompt chunk: nothing to sample yet
             seq.kv.length += len(seg.tokens)
+            seq.stats.prefill_passes += 1
             return None
         draft = seq.draft
         result = verify(logits, draft, seq.sampler)
         seq.kv.length += len(seg.tokens) - len(draft) + result.num_accepted
         self._record_acceptance(seq, draft, result)
-        seq.stats.draft_tokens_accepted += result.num_accepted
+        if draft.tokens:
+            seq.stats.record_draft(draft.source, len(draft), result.num_accepted)
         appended, flags = [], []
         for i, token in enumerate(result.tokens):
             from_prediction = i < result.num_accepted and draft.source == "prediction"
