@@ -66,6 +66,10 @@ class PredictionProposer(Proposer):
     def available(self) -> int:
         return self._active().available()
 
+    def parts(self) -> list[Proposer]:
+        """The aligner, then the fallback: the draft policy scores both every step."""
+        return [self.aligner] if self.fallback is None else [self.aligner, self.fallback]
+
     def suggested_cap(self) -> int | None:
         """The drafting proposer's cap (the aligner's confidence-based cap, see
         :meth:`PredictionAligner.suggested_cap`)."""
@@ -87,7 +91,7 @@ def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
     if spec.k_max == 0:
         return None
     if spec.uses_prediction:
-        fallback = NgramProposer(prompt_ids, weak_cap=8) if spec.uses_ngram else None
+        fallback = NgramProposer(prompt_ids) if spec.uses_ngram else None
         return PredictionProposer(spec.prediction, spec.search_length, fallback, newline_ids=newline_ids)
     if spec.uses_ngram:
         return NgramProposer(prompt_ids)
