@@ -37,10 +37,19 @@ def _engine_config(args: argparse.Namespace, **overrides):
     return EngineConfig(**fields)
 
 
+class LoadError(Exception):
+    """The model could not be loaded (missing, unsafe format, unsupported architecture): a clear message."""
+
+
 def _load_engine(config):
     from foretell.engine.async_engine import AsyncEngine
+    from foretell.engine.runner import UnsupportedModelError
+    from foretell.models.default_model import ModelError
 
-    return AsyncEngine.from_config(config)
+    try:
+        return AsyncEngine.from_config(config)
+    except (ModelError, UnsupportedModelError) as exc:
+        raise LoadError(str(exc)) from exc
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -58,7 +67,9 @@ def _add_serve(sub) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)")
-    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: no auth)")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every endpoint but /health (default: no auth)")
+    p.add_argument("--max-body-bytes", type=int, default=None,
+                   help="refuse request bodies larger than this with HTTP 413 (default: 8 MiB)")
     _add_model_options(p)
     g = p.add_argument_group("capacity")
     g.add_argument("--kv-budget-tokens", type=int, default=None, help="KV cache size in tokens over all requests (default: 262144)")
@@ -86,9 +97,13 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(f"--{exc.field.replace('_', '-')}: {exc.message}")
     print(f"foretell {__version__}: loading {args.model or 'the default model'} ...", file=sys.stderr, flush=True)
-    engine = _load_engine(config)
     try:
-        app = build_app(engine, api_key=args.api_key)
+        engine = _load_engine(config)
+    except LoadError as exc:
+        return _fail(str(exc), code=1)
+    try:
+        limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
+        app = build_app(engine, api_key=args.api_key, **limits)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
         )
@@ -194,7 +209,10 @@ def _generate(args: argparse.Namespace) -> int:
         return _fail(f"--{exc.field.replace('_', '-')}: {exc.message}")
     except (APIError, ValueError, OSError) as exc:
         return _fail(getattr(exc, "message", None) or str(exc))
-    engine = _load_engine(config)
+    try:
+        engine = _load_engine(config)
+    except LoadError as exc:
+        return _fail(str(exc), code=1)
     try:
         req = _build_request(args, engine, prompt)
         engine.validate(req)
@@ -209,14 +227,12 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 async def _print_stream(engine, req, show: bool):
-    from foretell.engine.detok import IncrementalDetokenizer
-    from foretell.server.detok import split_by_tokens
+    from foretell.engine.detok import split_by_tokens
 
-    detok = IncrementalDetokenizer(engine.tokenizer)
     stats = None
     async for out in engine.generate(req):
         if show:
-            pieces = [detok.add(t) for t in out.new_token_ids]
+            pieces = out.token_texts  # the engine's own per-token text
             spans = split_by_tokens(out.new_text, pieces) if pieces else [out.new_text]
             flags = out.from_prediction or [False]
             text = "".join(f"{ACCEPTED}{s}{RESET}" if f and s else s for s, f in zip(spans, flags))

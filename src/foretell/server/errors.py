@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from foretell.config import ConfigError
-from foretell.engine.api import EngineError, QueueFullError, RequestTooLongError
+from foretell.engine.api import EngineError, QueueFullError, RequestFailedError, RequestTooLongError
 
 log = logging.getLogger("foretell.server")
 
@@ -25,6 +25,7 @@ _TYPES = {
     401: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    413: "invalid_request_error",
     429: "rate_limit_error",
 }
 
@@ -93,18 +94,26 @@ def from_engine_error(exc: Exception, rename: dict[str, str] | None = None) -> A
     if isinstance(exc, ConfigError):
         field = rename.get(exc.field, exc.field)
         return bad_request(field, f"{field}: {exc.message}", code="invalid_value")
+    if isinstance(exc, RequestFailedError):
+        return APIError(exc.status, str(exc), code=exc.code)
     if isinstance(exc, EngineError):
         return APIError(exc.status, str(exc) or type(exc).__name__)
     return APIError(500, "internal server error", code="internal_error")
 
 
 # -- handlers -------------------------------------------------------------------------------------
+RETRY_AFTER_S = 1  # what a 429 (queue full) or 503 (out of memory) asks the client to wait
+
+
 async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-    return exc.response(headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else None)
+    headers = {401: {"WWW-Authenticate": "Bearer"}, 429: {"Retry-After": str(RETRY_AFTER_S)}}.get(exc.status)
+    if exc.status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
+    return exc.response(headers=headers)
 
 
 async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+    code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code)
     return APIError(exc.status_code, str(exc.detail), code=code).response(headers=getattr(exc, "headers", None))
 
 
