@@ -19,7 +19,11 @@ RESET = "\x1b[0m"
 # -- shared options ---------------------------------------------------------------------------------
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model", default=None, help="HF model directory or .gguf file (default: the packaged default model)")
+    g.add_argument(
+        "--model",
+        default=None,
+        help="packaged model name (qwen2.5-coder-0.5b = default, qwen2.5-coder-1.5b), HF model directory or .gguf file",
+    )
     g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"], help="weights dtype (default: auto)")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     g.add_argument("--max-model-len", type=int, default=None, help="context length (default: the model's, at most 32768)")
