@@ -53,6 +53,15 @@ class RequestStats:
     queue_s: float = 0.0
     ttft_s: float = 0.0
     decode_s: float = 0.0
+    drafted_by_source: dict[str, int] = field(default_factory=dict)  # draft tokens verified, per source
+    accepted_by_source: dict[str, int] = field(default_factory=dict)  # of which accepted
+    cascade_drafter_tokens: int = 0  # cascades: output tokens taken from the drafter's distribution
+
+    def record_draft(self, source: str, proposed: int, accepted: int) -> None:
+        """Count one verified draft of ``source`` ("prediction", "ngram", "draft")."""
+        if proposed:
+            self.drafted_by_source[source] = self.drafted_by_source.get(source, 0) + proposed
+            self.accepted_by_source[source] = self.accepted_by_source.get(source, 0) + accepted
 
 
 @dataclass

@@ -15,7 +15,7 @@ from foretell.config import ConfigError, EngineConfig
 from foretell.core.adaptive_k import CostModel, choose_k
 from foretell.core.draft import EMPTY_DRAFT
 from foretell.core.prediction import make_proposer
-from foretell.core.verify import verify
+from foretell.engine.drafter import DraftModel, require_draft_model, verify_step
 from foretell.engine.api import GenerationRequest, QueueFullError, RequestOutput, RequestTooLongError
 from foretell.engine.cost import DEFAULT_COST_POINTS
 from foretell.engine.kv_cache import KVPool
@@ -24,10 +24,22 @@ from foretell.engine.sequence import Sequence, Status
 
 
 class LLMEngine:
-    def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), cost: CostModel | None = None):
+    """``runner``: the target's :class:`ModelRunner` (a plain transformers model is wrapped in one);
+    ``drafter``: an optional :class:`DraftModel` for requests that ask for draft-model speculation."""
+
+    def __init__(
+        self,
+        runner,
+        tokenizer,
+        config: EngineConfig = EngineConfig(),
+        cost: CostModel | None = None,
+        drafter: DraftModel | None = None,
+    ):
         self.config = config
         self.tokenizer = tokenizer
-        self.runner = ModelRunner(model)
+        self.runner = runner if isinstance(runner, ModelRunner) else ModelRunner(runner)
+        self.drafter = drafter
+        model = self.runner.model
         self.max_model_len = _max_model_len(model, config)
         self.eos_ids = _eos_ids(model, tokenizer)
         self.newline_ids = _newline_ids(tokenizer)
@@ -51,7 +63,17 @@ class LLMEngine:
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
         prepacked = prepack_cpu_linears(model) > 0
-        engine = cls(model, load_tokenizer(resolved.path), config)
+        tokenizer = load_tokenizer(resolved.path)
+        runner, drafter = ModelRunner(model), None
+        if config.draft_model:
+            drafted = resolve_model(config.draft_model)
+            draft = load_model(drafted.path, dtype=dtype, device=device)
+            prepack_cpu_linears(draft)
+            drafter = DraftModel(
+                ModelRunner(draft), runner.vocab_size, config.draft_k,
+                target_tokenizer=tokenizer, tokenizer=load_tokenizer(drafted.path),
+            )
+        engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
             key = f"{resolved.path}|prepacked={prepacked}"
             points = cached_cost_points(engine.runner, key, cache_dir() / "cost")
@@ -76,6 +98,7 @@ class LLMEngine:
             raise RequestTooLongError(
                 "prediction", f"prediction is {len(pred)} tokens; the limit is {self.config.max_prediction_tokens}"
             )
+        require_draft_model(req.speculation, self.drafter)
         vocab = self.runner.vocab_size
         if any(not 0 <= t < vocab for t in req.prompt_ids):
             raise ConfigError("prompt", f"token ids must be in [0, {vocab})")
@@ -85,7 +108,10 @@ class LLMEngine:
         if len(self.waiting) + len(self.running) >= self.config.max_num_seqs + self.config.max_queue:
             raise QueueFullError(f"server busy: {len(self.running)} running, {len(self.waiting)} queued")
         stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
-        proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
+        if req.speculation.uses_draft_model:
+            proposer = self.drafter.proposer(req.speculation)
+        else:
+            proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
         limit = len(req.prompt_ids) + req.max_tokens
         self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, proposer))
 
@@ -109,6 +135,8 @@ class LLMEngine:
     # -- the step ---------------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         self._admit()
+        if self.drafter is not None:
+            self.drafter.prepare(self.running, self.config.prefill_chunk)
         seqs, segments = self._schedule()
         if not segments:
             return []
@@ -195,10 +223,11 @@ class LLMEngine:
             seq.kv.length += len(seg.tokens)
             return None
         draft = seq.draft
-        result = verify(logits, draft, seq.sampler)
+        result, from_drafter = verify_step(logits, draft, seq.sampler)
         seq.kv.length += len(seg.tokens) - len(draft) + result.num_accepted
         self._record_acceptance(seq, draft, result)
         seq.stats.draft_tokens_accepted += result.num_accepted
+        seq.stats.record_draft(draft.source, len(draft), result.num_accepted)
         appended, flags = [], []
         for i, token in enumerate(result.tokens):
             from_prediction = i < result.num_accepted and draft.source == "prediction"
@@ -206,6 +235,7 @@ class LLMEngine:
             flags.append(from_prediction)
             if seq.append(token, from_prediction):
                 break
+        seq.stats.cascade_drafter_tokens += sum(from_drafter[: len(appended)])
         seq.sampler.observe(appended)
         if seq.proposer is not None:
             seq.proposer.observe(appended)
@@ -227,6 +257,8 @@ class LLMEngine:
             seq.kv.length = min(seq.kv.length, len(seq.tokens))
         self.pool.release(seq.id, seq.kv, seq.tokens if keep else None)
         seq.kv = None
+        if self.drafter is not None:
+            self.drafter.release(seq.id)
 
     # -- convenience ------------------------------------------------------------------------------
     def generate(self, requests: list[GenerationRequest]) -> dict[str, list[RequestOutput]]:
