@@ -33,7 +33,7 @@ def _engine_config(args: argparse.Namespace, **overrides):
     from foretell.config import EngineConfig
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len)
-    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max"):
+    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "draft_model", "draft_k"):
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
@@ -69,6 +69,14 @@ def _add_serve(sub) -> None:
     g.add_argument("--max-num-seqs", type=int, default=None, help="requests running concurrently (default: 8)")
     g.add_argument("--max-queue", type=int, default=None, help="requests waiting beyond those; more get HTTP 429 (default: 64)")
     g.add_argument("--k-max", type=int, default=None, help="most draft tokens verified per request and step; 0 disables speculation (default: 128)")
+    g = p.add_argument_group("draft model (requests opt in with speculation.method 'draft' or 'cascade')")
+    g.add_argument(
+        "--draft-model",
+        default=None,
+        help="a smaller model with the same vocabulary: packaged name (e.g. qwen2.5-coder-0.5b for "
+        "--model qwen2.5-coder-1.5b), HF directory or .gguf (default: none)",
+    )
+    g.add_argument("--draft-k", type=int, default=None, help="tokens the draft model proposes per step (default: 4)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="uvicorn log level (default: warning)")
     p.set_defaults(func=_serve)
 

@@ -52,6 +52,15 @@ class Prediction(_Strict):
     content: Content
 
 
+class Speculation(_Strict):
+    """The ``speculation`` extension: which draft source, and for cascades the rule and its lenience."""
+
+    method: Literal["auto", "none", "ngram", "prediction", "draft", "cascade"] = "auto"
+    k_max: int | None = Field(None, ge=0, le=1024)
+    rule: Literal["chow", "diff", "opt", "v1", "v2", "v3"] | None = None
+    alpha: float | None = Field(None, ge=-1.0, le=1.0)
+
+
 class StreamOptions(_Strict):
     include_usage: bool | None = None
 
@@ -79,6 +88,7 @@ class _Common(_Strict):
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
     ignore_eos: bool | None = None
+    speculation: Speculation | None = None
 
     @field_validator("stop")
     @classmethod
@@ -118,7 +128,7 @@ def _field_names(*models: type[BaseModel]) -> frozenset[str]:
 
 
 FIELD_NAMES = _field_names(
-    ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions
+    ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions, Speculation
 )
 
 
@@ -325,6 +335,8 @@ class ForetellStats(BaseModel):
     forward_passes: int
     draft_tokens_proposed: int
     draft_tokens_accepted: int
+    sources: dict[str, dict[str, int]] = {}  # per draft source: {"proposed": n, "accepted": m}
+    cascade_drafter_tokens: int = 0  # cascades: output tokens taken from the drafter's distribution
     queue_s: float
     ttft_s: float
     decode_s: float
