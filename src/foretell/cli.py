@@ -19,7 +19,11 @@ RESET = "\x1b[0m"
 # -- shared options ---------------------------------------------------------------------------------
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model", default=None, help="HF model directory or .gguf file (default: the packaged default model)")
+    g.add_argument(
+        "--model",
+        default=None,
+        help="packaged model name (qwen2.5-coder-0.5b = default, qwen2.5-coder-1.5b), HF model directory or .gguf file",
+    )
     g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"], help="weights dtype (default: auto)")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     g.add_argument("--max-model-len", type=int, default=None, help="context length (default: the model's, at most 32768)")
@@ -29,7 +33,7 @@ def _engine_config(args: argparse.Namespace, **overrides):
     from foretell.config import EngineConfig
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len)
-    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path"):
+    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k"):
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
@@ -78,6 +82,14 @@ def _add_serve(sub) -> None:
     g.add_argument("--k-max", type=int, default=None, help="most draft tokens verified per request and step; 0 disables speculation (default: 128)")
     g.add_argument("--trace", dest="trace_path", default=None, metavar="FILE",
                    help="append a JSON line per request and step: source, k and why, accepted tokens, aligner state")
+    g = p.add_argument_group("draft model (requests opt in with speculation.method 'draft' or 'cascade')")
+    g.add_argument(
+        "--draft-model",
+        default=None,
+        help="a smaller model with the same vocabulary: packaged name (e.g. qwen2.5-coder-0.5b for "
+        "--model qwen2.5-coder-1.5b), HF directory or .gguf (default: none)",
+    )
+    g.add_argument("--draft-k", type=int, default=None, help="tokens the draft model proposes per step (default: 4)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="uvicorn log level (default: warning)")
     p.set_defaults(func=_serve)
 

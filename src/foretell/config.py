@@ -56,7 +56,10 @@ class SamplingParams:
         return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
 
 
-SPECULATION_METHODS = ("auto", "none", "ngram", "prediction")
+SPECULATION_METHODS = ("auto", "none", "ngram", "prediction", "draft", "cascade")
+CASCADE_RULES = ("chow", "diff", "opt", "v1", "v2", "v3")
+DEFAULT_CASCADE_RULE = "v3"  # the reference colab's default
+DEFAULT_CASCADE_ALPHA = 0.5
 
 
 @dataclass(frozen=True)
@@ -66,21 +69,33 @@ class SpeculationParams:
     ``method`` picks the draft sources: ``auto`` (default) = the prediction where one is given, with n-gram
     lookup over prompt + output wherever it drafts better (and as the only source without a prediction);
     ``none`` = plain decoding; ``ngram`` = n-gram lookup alone (a prediction is then ignored for drafting);
-    ``prediction`` = the prediction aligner alone. ``prediction`` is the expected output as token ids (None =
-    no prediction). ``search_length`` bounds how many prediction tokens past the last matched one
-    realignment may look (None = unbounded; the analogue of Azure's ``x-ms-oai-ev3-predictor_search_length``).
-    ``k_max`` caps tokens proposed per step (None = the engine's; 0 = plain decoding).
+    ``prediction`` = the prediction aligner alone; ``draft`` = the server's draft model with exact (lossless)
+    rejection sampling; ``cascade`` = the draft model verified against a speculative-cascade target (lossy,
+    only when asked for) with deferral ``rule`` (chow, diff, opt, v1, v2, v3; default v3) and lenience
+    ``alpha`` in [-1, 1] (default 0.5): -1 makes every rule exact speculative decoding, 1 the drafter alone.
+
+    ``prediction`` is the expected output as token ids (None = no prediction). ``search_length`` bounds how
+    many prediction tokens past the last matched one realignment may look (None = unbounded; the analogue of
+    Azure's ``x-ms-oai-ev3-predictor_search_length``). ``k_max`` caps tokens proposed per step (None = the
+    engine's; 0 = plain decoding).
     """
 
     prediction: tuple[int, ...] | None = None
     search_length: int | None = None
     method: str = "auto"
     k_max: int | None = None
+    rule: str | None = None  # cascades only
+    alpha: float | None = None  # cascades only
 
     def __post_init__(self) -> None:
-        _check(self.method in SPECULATION_METHODS, "speculation.method", f"must be one of {', '.join(SPECULATION_METHODS)}")
+        _check(self.method in SPECULATION_METHODS, "method", f"must be one of {', '.join(SPECULATION_METHODS)}")
         _check(self.search_length is None or self.search_length >= 1, "search_length", "must be >= 1")
-        _check(self.k_max is None or 0 <= self.k_max <= 1024, "speculation.k_max", "must be between 0 and 1024")
+        _check(self.k_max is None or 0 <= self.k_max <= 1024, "k_max", "must be between 0 and 1024")
+        cascade = self.method == "cascade"
+        _check(self.rule is None or cascade, "rule", "only applies to method 'cascade'")
+        _check(self.alpha is None or cascade, "alpha", "only applies to method 'cascade'")
+        _check(self.rule is None or self.rule in CASCADE_RULES, "rule", f"must be one of {', '.join(CASCADE_RULES)}")
+        _check(self.alpha is None or -1.0 <= self.alpha <= 1.0, "alpha", "must be between -1 and 1")
 
     @property
     def uses_prediction(self) -> bool:
@@ -92,6 +107,18 @@ class SpeculationParams:
         """Drafts may come from n-gram lookup over prompt + output."""
         return self.method in ("auto", "ngram")
 
+    @property
+    def uses_draft_model(self) -> bool:
+        return self.method in ("draft", "cascade")
+
+    @property
+    def cascade_rule(self) -> str:
+        return self.rule or DEFAULT_CASCADE_RULE
+
+    @property
+    def cascade_alpha(self) -> float:
+        return DEFAULT_CASCADE_ALPHA if self.alpha is None else self.alpha
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -99,7 +126,9 @@ class EngineConfig:
     the prefix cache); ``max_num_seqs`` bounds concurrently running requests; requests beyond them wait in
     a queue of ``max_queue``; beyond that they are refused (QueueFullError → HTTP 429)."""
 
-    model: str | None = None  # None/"default" = packaged default model; HF dir; .gguf path
+    model: str | None = None  # None/"default" = packaged default model; packaged name; HF dir; .gguf path
+    draft_model: str | None = None  # a smaller model with the same vocabulary (same specs as ``model``)
+    draft_k: int = 4  # tokens the draft model proposes per step (a request's k_max can lower it)
     dtype: str = "auto"  # auto | bfloat16 | float16 | float32
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     max_model_len: int | None = None  # None = min(model's max positions, 32768)
@@ -123,4 +152,5 @@ class EngineConfig:
         _check(self.max_queue >= 0, "max_queue", "must be >= 0")
         _check(self.prefill_chunk >= 16, "prefill_chunk", "must be >= 16")
         _check(0 <= self.k_max <= 1024, "k_max", "must be between 0 and 1024")
+        _check(1 <= self.draft_k <= 64, "draft_k", "must be between 1 and 64")
         _check(self.max_prediction_tokens >= 0, "max_prediction_tokens", "must be >= 0")

@@ -181,13 +181,31 @@ def verify_cascade(
     rule: str,
     alpha: float,
     draft_raw_probs: torch.Tensor | None = None,
+    bonus_probs: torch.Tensor | None = None,
 ) -> list[int]:
     """Verify ``draft`` against the cascade target π instead of p (lossy; tokens = accepted + one more).
 
     The rules read untempered p (softmax of the penalised logits) and q (``draft_raw_probs``, default
     ``draft.probs``); π mixes the processed p_t and q_t = ``draft.probs`` (one-hot when None). The bonus
-    position has no q, so its token comes from p_t.
+    position has no q unless the drafter gives one (``bonus_probs``: its processed q_t there, and a
+    ``k + 1``-th row of ``draft_raw_probs``): then the bonus token is drawn from π too, else from p_t.
     """
+    pi, q_t, _ = cascade_distributions(logits, draft, state, rule, alpha, draft_raw_probs, bonus_probs)
+    return rejection_sample(pi, draft.tokens, q_t, state)
+
+
+def cascade_distributions(
+    logits: torch.Tensor,
+    draft: Draft,
+    state: SamplerState,
+    rule: str,
+    alpha: float,
+    draft_raw_probs: torch.Tensor | None = None,
+    bonus_probs: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(π[k + 1, V], q_t[k, V], kept[k + 1, V]) for :func:`verify_cascade`; ``kept[j, v]`` says whether the
+    rule keeps the drafter's distribution for token v at position j (rule-based: δ_j = 0 for every v;
+    token-specific: v ∈ A_j), all False at a bonus position without a drafter distribution."""
     _check_inputs(logits, draft)
     k, vocab = len(draft), logits.shape[-1]
     penalised = penalize(logits, state, draft.tokens).float()
@@ -201,8 +219,24 @@ def verify_cascade(
     else:
         q_t = _match_vocab(draft.probs.float(), vocab)
     q = q_t if draft_raw_probs is None else _match_vocab(draft_raw_probs.float(), vocab)
-    pi = cascade_target(p[:k], q, rule, alpha, p_t[:k], q_t)
-    return rejection_sample(torch.cat([pi, p_t[k:]]), draft.tokens, q_t, state)
+    rows = k
+    if bonus_probs is not None:
+        if q.shape[0] != k + 1:
+            raise ValueError("a bonus distribution needs k + 1 rows of untempered draft probabilities")
+        q_t = torch.cat([q_t, _match_vocab(bonus_probs.float().reshape(1, -1), vocab)])
+        rows = k + 1
+    pi = cascade_target(p[:rows], q[:rows], rule, alpha, p_t[:rows], q_t)
+    kept = _kept(p[:rows], q[:rows], rule, alpha)
+    if rows == k:
+        pi = torch.cat([pi, p_t[k:]])
+        kept = torch.cat([kept, torch.zeros_like(kept[:1])])
+    return pi, q_t[:k], kept
+
+
+def _kept(p: torch.Tensor, q: torch.Tensor, rule: str, alpha: float) -> torch.Tensor:
+    if rule in RULE_BASED:
+        return _keeps_draft(p, q, rule, alpha).expand_as(q)
+    return _acceptance_set(p, q, rule, alpha)
 
 
 def _keeps_draft(p: torch.Tensor, q: torch.Tensor, rule: str, alpha: float) -> torch.Tensor:

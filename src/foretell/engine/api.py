@@ -63,6 +63,7 @@ class RequestStats:
     queue_s: float = 0.0
     ttft_s: float = 0.0
     decode_s: float = 0.0
+    cascade_drafter_tokens: int = 0  # cascades: output tokens taken from the drafter's distribution
 
     def record_draft(self, source: str, proposed: int, accepted: int) -> None:
         """Count one verified draft: ``accepted`` of its ``proposed`` tokens, from ``source``."""

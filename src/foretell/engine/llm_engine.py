@@ -19,7 +19,7 @@ from foretell.core.adaptive_k import CostModel
 from foretell.core.draft import Draft
 from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
-from foretell.core.verify import VerifyResult, verify, verify_tree
+from foretell.core.verify import VerifyResult, verify_tree
 from foretell.engine.api import (
     GenerationRequest,
     QueueFullError,
@@ -27,6 +27,7 @@ from foretell.engine.api import (
     RequestOutput,
     RequestTooLongError,
 )
+from foretell.engine.drafter import DraftModel, require_draft_model, verify_step
 from foretell.engine.cost import DEFAULT_COST_POINTS
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
@@ -36,10 +37,22 @@ from foretell.engine.trace import Tracer, file_tracer, step_record
 log = logging.getLogger("foretell.engine")
 
 class LLMEngine:
-    def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), cost: CostModel | None = None):
+    """``runner``: the target's :class:`ModelRunner` (a plain transformers model is wrapped in one);
+    ``drafter``: an optional :class:`DraftModel` for requests that ask for draft-model speculation."""
+
+    def __init__(
+        self,
+        runner,
+        tokenizer,
+        config: EngineConfig = EngineConfig(),
+        cost: CostModel | None = None,
+        drafter: DraftModel | None = None,
+    ):
         self.config = config
         self.tokenizer = tokenizer
-        self.runner = ModelRunner(model)
+        self.runner = runner if isinstance(runner, ModelRunner) else ModelRunner(runner)
+        self.drafter = drafter
+        model = self.runner.model
         self.max_model_len = _max_model_len(model, config)
         self.eos_ids = _eos_ids(model, tokenizer)
         self.newline_ids = _newline_ids(tokenizer)
@@ -65,7 +78,17 @@ class LLMEngine:
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
         prepacked = prepack_cpu_linears(model) > 0
-        engine = cls(model, load_tokenizer(resolved.path), config)
+        tokenizer = load_tokenizer(resolved.path)
+        runner, drafter = ModelRunner(model), None
+        if config.draft_model:
+            drafted = resolve_model(config.draft_model)
+            draft = load_model(drafted.path, dtype=dtype, device=device)
+            prepack_cpu_linears(draft)
+            drafter = DraftModel(
+                ModelRunner(draft), runner.vocab_size, config.draft_k,
+                target_tokenizer=tokenizer, tokenizer=load_tokenizer(drafted.path),
+            )
+        engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
             key = f"{resolved.path}|prepacked={prepacked}"
             points = cached_cost_points(engine.runner, key, cache_dir() / "cost")
@@ -90,6 +113,7 @@ class LLMEngine:
             raise RequestTooLongError(
                 "prediction", f"prediction is {len(pred)} tokens; the limit is {self.config.max_prediction_tokens}"
             )
+        require_draft_model(req.speculation, self.drafter)
         vocab = self.runner.vocab_size
         if any(not 0 <= t < vocab for t in req.prompt_ids):
             raise ConfigError("prompt", f"token ids must be in [0, {vocab})")
@@ -101,7 +125,10 @@ class LLMEngine:
         if len(self.waiting) + len(self.running) >= self.config.max_num_seqs + self.config.max_queue:
             raise QueueFullError(f"server busy: {len(self.running)} running, {len(self.waiting)} queued")
         stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
-        proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
+        if req.speculation.uses_draft_model:
+            proposer = self.drafter.proposer(req.speculation)
+        else:
+            proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
         policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k)
         limit = len(req.prompt_ids) + req.max_tokens
         self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, policy))
@@ -128,6 +155,8 @@ class LLMEngine:
         """One step. A request that fails (its KV allocation, its part of the pass, its verification) gets
         one output with finish_reason "error" and is dropped; the other requests go on."""
         failed = self._admit()
+        if self.drafter is not None:
+            self.drafter.prepare(self.running, self.config.prefill_chunk)
         seqs, segments = self._schedule()
         if not segments:
             return failed
@@ -236,7 +265,7 @@ class LLMEngine:
             seq.kv.length += len(seg.tokens)
             seq.stats.prefill_passes += 1
             return None
-        draft, result = self._verify(seq, seg, logits)
+        draft, result, from_drafter = self._verify(seq, seg, logits)
         appended, flags = [], []
         for i, token in enumerate(result.tokens):
             from_prediction = i < result.num_accepted and draft.source == "prediction"
@@ -244,6 +273,7 @@ class LLMEngine:
             flags.append(from_prediction)
             if seq.append(token, from_prediction):
                 break
+        seq.stats.cascade_drafter_tokens += sum(from_drafter[: len(appended)])
         seq.sampler.observe(appended)
         seq.policy.record(seq.decision, appended)
         if seq.proposer is not None:
@@ -263,16 +293,18 @@ class LLMEngine:
             self._release(seq, keep=True)
         return out
 
-    def _verify(self, seq: Sequence, seg: Segment, logits) -> tuple[Draft, VerifyResult]:
+    def _verify(self, seq: Sequence, seg: Segment, logits) -> tuple[Draft, VerifyResult, list[bool]]:
         """Verify this step's draft (a chain, or a token tree of two branches); keep the accepted tokens' KV
-        in place and count the draft per source. Returns the branch the target followed and the result."""
+        in place and count the draft per source. Returns the branch the target followed, the result, and per
+        emitted token whether a cascade took it from the drafter's distribution."""
         nodes, parents, branches = seq.decision.tree()
         if parents is None:
             draft, path = branches[0]
-            result = verify(logits, draft, seq.sampler)
+            result, from_drafter = verify_step(logits, draft, seq.sampler)
         else:
             winner, result = verify_tree(logits, branches, seq.sampler)
             draft, path = branches[winner]
+            from_drafter = [False] * len(result.tokens)
         if any(not 0 <= t < self.runner.vocab_size for t in result.tokens):  # non-finite logits, say
             raise ValueError(f"sampled a token id outside the vocabulary: {result.tokens}")
         accepted = path[: result.num_accepted]
@@ -286,7 +318,7 @@ class LLMEngine:
             if len(branch) > shared:
                 hits = common_prefix(branch.tokens, accepted_tokens)
                 seq.stats.record_draft(branch.source, len(branch) - shared, max(0, hits - shared))
-        return draft, result
+        return draft, result, from_drafter
 
     def _release(self, seq: Sequence, keep: bool) -> None:
         if seq in self.running:
@@ -295,6 +327,8 @@ class LLMEngine:
             seq.kv.length = min(seq.kv.length, len(seq.tokens))
         self.pool.release(seq.id, seq.kv, seq.tokens if keep else None)
         seq.kv = None
+        if self.drafter is not None:
+            self.drafter.release(seq.id)
 
     # -- convenience ------------------------------------------------------------------------------
     def generate(self, requests: list[GenerationRequest]) -> dict[str, list[RequestOutput]]:

@@ -195,7 +195,12 @@ def kv_shape_of(model) -> KVShape:
 
 
 class ModelRunner:
-    """Runs packed forward passes of a transformers causal LM over per-sequence KV buffers."""
+    """Runs packed forward passes of a transformers causal LM over per-sequence KV buffers.
+
+    The interface the engine relies on (the target and a draft model are both runners, built by the
+    engine's caller): ``forward(segments)`` over a packed batch, ``kv_shape`` for the per-sequence KV it
+    writes by position (rollback = lowering ``SeqKV.length``), ``vocab_size``, ``device`` and ``model``.
+    """
 
     def __init__(self, model):
         missing = unsupported_attention(model)

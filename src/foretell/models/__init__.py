@@ -1,4 +1,4 @@
-"""Models: the packaged default model, GGUF conversion, and offline loading.
+"""Models: the packaged models (registry; the default 0.5B, the 1.5B), GGUF conversion, and offline loading.
 
 Importing this package forces the Hugging Face libraries offline (``HF_HUB_OFFLINE=1``): foretell never
 fetches weights from a hub. Every load also passes ``local_files_only=True``.
@@ -29,7 +29,9 @@ from .default_model import (  # noqa: E402
     cache_root,
     default_model_dir,
     default_tokenizer,
+    packaged_model_dir,
 )
+from .registry import PACKAGED_MODELS, PackagedModel, find_packaged  # noqa: E402
 from .loader import (  # noqa: E402
     ResolvedModel,
     load_model,
@@ -44,10 +46,14 @@ __all__ = [
     "ChunkPackageMissing",
     "ChunkVerificationError",
     "ModelError",
+    "PACKAGED_MODELS",
+    "PackagedModel",
     "ResolvedModel",
     "cache_root",
     "default_model_dir",
     "default_tokenizer",
+    "find_packaged",
+    "packaged_model_dir",
     "load_model",
     "load_tokenizer",
     "pick_device",

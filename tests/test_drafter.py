@@ -1,0 +1,194 @@
+"""Draft-model speculation in the engine, with two tiny fp32 models sharing a vocabulary.
+
+The drafter is a noisy copy of the target: it agrees often but not always, so drafts are both accepted and
+rejected. References are computed without the engine: greedy with ``model.generate``, distributions with
+plain forward passes of the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+from foretell.config import ConfigError, EngineConfig, SamplingParams, SpeculationParams
+from foretell.engine.api import GenerationRequest
+from foretell.engine.drafter import DraftModel, VocabularyMismatch
+from foretell.engine.llm_engine import LLMEngine
+from foretell.engine.runner import ModelRunner
+from foretell.testing import make_tiny_model, make_tiny_tokenizer
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+def noisy_copy(model, scale: float, seed: int):
+    """The target's weights plus gaussian noise: a drafter that agrees with the target only partly."""
+    copy = make_tiny_model(seed=1)
+    copy.load_state_dict(model.state_dict())
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in copy.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * scale * p.std())
+    return copy.eval()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return make_tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def target():
+    return make_tiny_model(seed=1)
+
+
+@pytest.fixture(scope="module")
+def drafter_model(target):
+    return noisy_copy(target, 0.5, seed=7)
+
+
+def make_engine(target, drafter_model, tokenizer, draft_k=4, **overrides) -> LLMEngine:
+    cfg = dict(max_num_seqs=8, kv_budget_tokens=16384, prefill_chunk=64, k_max=32, measure_cost_curve=False,
+               adaptive_k=False, draft_k=draft_k)
+    cfg.update(overrides)
+    drafter = DraftModel(ModelRunner(drafter_model), ModelRunner(target).vocab_size, k=draft_k)
+    return LLMEngine(ModelRunner(target), tokenizer, EngineConfig(**cfg), drafter=drafter)
+
+
+def hf_greedy(model, prompt: list[int], max_new: int, eos: int) -> list[int]:
+    out = model.generate(
+        torch.tensor([prompt]), max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=eos
+    )[0, len(prompt):].tolist()
+    return out[: out.index(eos) + 1] if eos in out else out
+
+
+def draft_request(prompt, max_tokens=40, sampling=GREEDY, method="draft", **spec) -> GenerationRequest:
+    return GenerationRequest(
+        prompt_ids=list(prompt), max_tokens=max_tokens, sampling=sampling,
+        speculation=SpeculationParams(method=method, **spec),
+    )
+
+
+def tokens_of(engine, requests) -> dict[str, list[int]]:
+    outs = engine.generate(requests)
+    return {rid: [t for o in chunks for t in o.new_token_ids] for rid, chunks in outs.items()}
+
+
+PROMPTS = ["def add(a, b):", "class Snake:", "for i in range(10):", "Hello, world!", "The quick brown fox 3"]
+
+
+def test_greedy_draft_model_output_is_the_targets_greedy_output(target, drafter_model, tokenizer):
+    engine = make_engine(target, drafter_model, tokenizer)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    prompts = [tokenizer.encode(t) for t in PROMPTS]
+    reqs = [draft_request(p, max_tokens=30 + 7 * i, k_max=[None, 1, 3, None, 2][i]) for i, p in enumerate(prompts)]
+    got = tokens_of(engine, reqs)  # all five run in the same batch
+    stats = {}
+    for req, p in zip(reqs, prompts):
+        assert got[req.request_id] == hf_greedy(target, p, req.max_tokens, eos)
+    outs = engine.generate([draft_request(prompts[0], max_tokens=40)])
+    stats = next(iter(outs.values()))[-1].stats
+    drafted, accepted = stats.sources["draft"].proposed, stats.sources["draft"].accepted
+    assert 0 < accepted < drafted  # drafts were both accepted and rejected
+    assert stats.forward_passes < stats.completion_tokens  # and they saved target passes
+    assert stats.cascade_drafter_tokens == 0
+    assert engine.drafter.states == {}  # finished requests freed their drafter KV
+    assert engine.drafter.passes > 0
+
+
+def test_drafter_passes_are_batched_across_requests(target, drafter_model, tokenizer):
+    engine = make_engine(target, drafter_model, tokenizer, draft_k=3)
+    calls = []
+    forward = engine.drafter.runner.forward
+    engine.drafter.runner.forward = lambda segs: calls.append(len(segs)) or forward(segs)
+    prompts = [tokenizer.encode(t) for t in PROMPTS[:4]]
+    tokens_of(engine, [draft_request(p, max_tokens=12) for p in prompts])
+    assert max(calls) == 4  # one packed drafter pass serves all four requests
+
+
+def chi_square_threshold(df: int, z: float = 3.72) -> float:
+    """Upper quantile of chi-square(df) at p ~ 1e-4 (Wilson-Hilferty)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def chi_square(counts: Counter, probs: dict, n: int) -> tuple[float, int]:
+    """Pearson statistic over cells with expected count >= 5 (the rest pooled into one cell)."""
+    stat, df, rest_obs, rest_exp = 0.0, -1, 0, 0.0
+    for cell, p in probs.items():
+        e = n * p
+        if e >= 5:
+            stat += (counts.get(cell, 0) - e) ** 2 / e
+            df += 1
+        else:
+            rest_obs, rest_exp = rest_obs + counts.get(cell, 0), rest_exp + e
+    rest_obs += sum(c for cell, c in counts.items() if cell not in probs)
+    if rest_exp > 0:
+        stat += (rest_obs - rest_exp) ** 2 / max(rest_exp, 1e-9)
+        df += 1
+    return stat, df
+
+
+def joint_two_tokens(model, prompt: list[int], temperature: float, top_k: int) -> dict:
+    """Exact P(t0, t1) of sampling with temperature/top-k from ``model``, by plain forward passes."""
+    def probs(ids):
+        logits = model(torch.tensor(ids)).logits[:, -1].float() / temperature
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]
+        return logits.masked_fill(logits < kth, float("-inf")).softmax(-1)
+
+    with torch.no_grad():
+        first = probs([prompt])[0]
+        support = first.nonzero().flatten().tolist()
+        second = probs([prompt + [t] for t in support])
+    return {(t0, t1): float(first[t0] * second[i, t1]) for i, t0 in enumerate(support)
+            for t1 in second[i].nonzero().flatten().tolist()}
+
+
+def test_sampled_output_follows_the_targets_distribution(target, tokenizer):
+    drafter_model = noisy_copy(target, 1.0, seed=3)  # far from the target: many rejections and residuals
+    engine = make_engine(target, drafter_model, tokenizer, draft_k=2, max_num_seqs=16, max_queue=2000)
+    prompt = tokenizer.encode("def add(a, b):")
+    sampling = dict(temperature=1.0, top_k=4)
+    n = 500
+    reqs = [draft_request(prompt, max_tokens=3, sampling=SamplingParams(seed=s, **sampling)) for s in range(n)]
+    got = tokens_of(engine, reqs)
+    counts = Counter(tuple(toks[:2]) for toks in got.values())
+    p = joint_two_tokens(target, prompt, **sampling)
+    q = joint_two_tokens(drafter_model, prompt, **sampling)
+    stat, df = chi_square(counts, p, n)
+    assert stat < chi_square_threshold(df), (stat, df)
+    wrong, wrong_df = chi_square(counts, q, n)  # the test can tell the drafter's distribution apart
+    assert wrong > chi_square_threshold(wrong_df)
+
+
+def test_vocabulary_mismatch_is_refused(target):
+    other = make_tiny_model(seed=2, vocab_size=512)
+    with pytest.raises(VocabularyMismatch, match="512 entries, the target's 4"):
+        DraftModel(ModelRunner(other), ModelRunner(target).vocab_size)
+
+
+def test_different_tokenizers_are_refused(target, tokenizer):
+    other_tok = make_tiny_tokenizer(vocab_size=380)
+    with pytest.raises(VocabularyMismatch, match="tokenizer differs"):
+        DraftModel(ModelRunner(target), ModelRunner(target).vocab_size, target_tokenizer=tokenizer, tokenizer=other_tok)
+    DraftModel(ModelRunner(target), ModelRunner(target).vocab_size, target_tokenizer=tokenizer, tokenizer=tokenizer)
+
+
+def test_draft_method_without_a_draft_model_is_a_400(target, tokenizer):
+    engine = LLMEngine(target, tokenizer, EngineConfig(measure_cost_curve=False))
+    for method in ("draft", "cascade"):
+        with pytest.raises(ConfigError) as err:
+            engine.add_request(draft_request(tokenizer.encode("hi"), method=method))
+        assert err.value.field == "speculation.method" and "--draft-model" in err.value.message
+
+
+def test_abort_frees_the_drafters_kv(target, drafter_model, tokenizer):
+    engine = make_engine(target, drafter_model, tokenizer)
+    req = draft_request(tokenizer.encode("class Snake:"), max_tokens=50)
+    engine.add_request(req)
+    engine.step()
+    engine.step()
+    assert req.request_id in engine.drafter.states
+    assert engine.abort(req.request_id)
+    assert engine.drafter.states == {}
