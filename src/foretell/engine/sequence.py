@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import time
 
-from foretell.core.draft import EMPTY_DRAFT, Draft
+from foretell.core.draft import Draft
 from foretell.core.policy import Decision, DraftPolicy
 from foretell.core.sampling import SamplerState
 from foretell.engine.api import FinishReason, GenerationRequest, RequestOutput, RequestStats, TokenLogprob
