@@ -18,10 +18,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from pydantic import BaseModel, ValidationError
@@ -31,12 +33,14 @@ from foretell.config import SpeculationParams
 from foretell.engine.api import RequestOutput, RequestStats
 from foretell.server import protocol as P
 from foretell.server.detok import TokenTexts
+from foretell.server.provenance import ProvenanceTape
 from foretell.server.errors import APIError, from_engine_error, from_validation_error, install_error_handlers
 
 log = logging.getLogger("foretell.server")
 FINGERPRINT = f"fp_foretell_{__version__}"
 DISCONNECT_POLL_S = 0.5
 MAX_CHOICES = 128
+STATIC_DIR = Path(__file__).parent / "static"  # the playground: plain HTML/CSS/JS, no build step
 _ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
 
 
@@ -194,12 +198,16 @@ def _finite(x: float) -> float:
 class Run:
     """Accumulates one HTTP request's choices; knows its format (chat or completion) and timing."""
 
-    def __init__(self, app_state, fmt: "ChatFormat | CompletionFormat", plan: P.Plan, include_usage: bool):
+    def __init__(
+        self, app_state, fmt: "ChatFormat | CompletionFormat", plan: P.Plan, include_usage: bool, provenance: bool = False
+    ):
         self.state = app_state
         self.fmt = fmt
         self.plan = plan
         self.include_usage = include_usage
         self.choices = [ChoiceState() for _ in plan.requests]
+        # opt-in stream extension (stream_options.include_provenance): one provenance tape per choice
+        self.tapes = [ProvenanceTape(app_state.engine.tokenizer) for _ in plan.requests] if provenance else None
         self.id = fmt.prefix + uuid.uuid4().hex
         self.created = int(time.time())
         self.model = app_state.engine.model_name
@@ -456,7 +464,8 @@ async def respond(request: Request, fmt, req, translated: Translated) -> Respons
     state = request.app.state
     plan = translated.plan
     include_usage = bool(req.stream and req.stream_options and req.stream_options.include_usage)
-    run = Run(state, fmt, plan, include_usage)
+    provenance = bool(req.stream and req.stream_options and req.stream_options.include_provenance)
+    run = Run(state, fmt, plan, include_usage, provenance)
     fanout = Fanout(state.engine, plan.requests)
     try:
         if req.stream:
@@ -544,7 +553,25 @@ async def _sse(run: Run, fanout: Fanout, first: list):
 def _chunks(run: Run, ev) -> list[str]:
     i, out = ev
     text, lps = run.absorb(i, out)
-    return [_sse_data(c) for c in run.fmt.delta(run, i, text, lps, out)]
+    chunks = run.fmt.delta(run, i, text, lps, out)
+    if run.tapes is not None:
+        _add_provenance(run.tapes[i], out, text, chunks)
+    return [_sse_data(c) for c in chunks]
+
+
+def _add_provenance(tape: ProvenanceTape, out: RequestOutput, text: str, chunks: list[dict]) -> None:
+    """The provenance extension: each chunk of the choice gets ``choices[0].foretell`` with the spans of its
+    text (the first chunk carries the text) and the choice's running token counts."""
+    tape.add(out)
+    spans = tape.spans(text)
+    s = out.stats
+    for j, chunk in enumerate(chunks):
+        chunk["choices"][0]["foretell"] = {
+            "spans": spans if j == 0 else [],
+            "completion_tokens": s.completion_tokens,
+            "accepted_prediction_tokens": s.accepted_prediction_tokens,
+            "forward_passes": s.forward_passes,
+        }
 
 
 # -- routes ---------------------------------------------------------------------------------------
@@ -569,9 +596,16 @@ async def completions(request: Request) -> Response:
     return await respond(request, CompletionFormat(), req, translated)
 
 
+DEFAULT_METHODS = ("auto", "none", "ngram", "prediction")
+
+
 def _model_card(request: Request) -> P.ModelCard:
     engine = request.app.state.engine
-    return P.ModelCard(id=engine.model_name, created=request.app.state.created, max_model_len=engine.max_model_len)
+    methods = list(getattr(engine, "speculation_methods", DEFAULT_METHODS))  # an engine with a drafter adds its own
+    return P.ModelCard(
+        id=engine.model_name, created=request.app.state.created, max_model_len=engine.max_model_len,
+        speculation_methods=methods,
+    )
 
 
 @v1.get("/models")
@@ -586,6 +620,12 @@ async def get_model(request: Request, model_id: str) -> JSONResponse:
 
 
 other = APIRouter()
+
+
+@other.get("/", include_in_schema=False)
+async def playground() -> FileResponse:
+    """The playground page (static; it talks to /v1 like any client)."""
+    return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
 
 @other.get("/health")
@@ -611,4 +651,5 @@ def build_app(engine, api_key: str | None = None) -> FastAPI:
     app.add_middleware(_CountRequests, metrics=app.state.metrics)
     app.include_router(v1)
     app.include_router(other)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
