@@ -167,7 +167,8 @@ def test_playground_runs_an_example_in_chromium(browser_tools, server, artifacts
             assert page.locator("#same").text_content() == "yes ✓"
             assert EDIT.strip() in "".join(page.locator("#diff del").all_text_contents())
 
-            sent_with, sent_without = posts
+            warmed, sent_with, sent_without = posts  # the prompt cache is warmed first (one token)
+            assert warmed["max_tokens"] == 1 and not warmed["stream"] and warmed["messages"] == sent_with["messages"]
             assert sent_with["prediction"] == {"type": "content", "content": prediction}
             assert sent_with["stream_options"] == {"include_usage": True, "include_provenance": True}
             assert sent_with["speculation"] == {"method": "auto"} and sent_without["speculation"] == {"method": "none"}
