@@ -203,3 +203,14 @@ def test_completions_stream_carries_provenance_too(server):
     events = sse(httpx.post(server + "/v1/completions", json=body, timeout=60).text)
     spans = [s for e in events if e["choices"] for s in e["choices"][0]["foretell"]["spans"]]
     assert "".join(s["text"] for s in spans) == answer and any(s["from_prediction"] for s in spans)
+
+
+def test_each_choice_has_its_own_provenance(server):
+    answer = greedy(server, 40)
+    events = stream(server, n=2, max_tokens=40, prediction={"type": "content", "content": answer},
+                    stream_options={"include_provenance": True})
+    for index in (0, 1):
+        chunks = [e["choices"][0] for e in events if e["choices"] and e["choices"][0]["index"] == index]
+        spans = [s for c in chunks for s in c.get("foretell", {}).get("spans", [])]
+        assert "".join(s["text"] for s in spans) == answer
+        assert any(s["from_prediction"] for s in spans)
