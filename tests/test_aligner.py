@@ -266,15 +266,15 @@ def test_empty_prediction_uses_only_the_fallback():
 
 def test_make_proposer_factory():
     prompt = [1, 2, 3]
-    with_fallback = make_proposer(prompt, SpeculationParams(prediction=(5, 6, 7), ngram=True))
+    with_fallback = make_proposer(prompt, SpeculationParams(prediction=(5, 6, 7)))
     assert isinstance(with_fallback, PredictionProposer) and isinstance(with_fallback.fallback, NgramProposer)
-    alone = make_proposer(prompt, SpeculationParams(prediction=(5, 6, 7), ngram=False, search_length=4))
+    alone = make_proposer(prompt, SpeculationParams(prediction=(5, 6, 7), method="prediction", search_length=4))
     assert isinstance(alone, PredictionProposer) and alone.fallback is None
     assert alone.aligner.config.search_length == 4
-    assert isinstance(make_proposer(prompt, SpeculationParams(prediction=None, ngram=True)), NgramProposer)
-    assert isinstance(make_proposer(prompt, SpeculationParams(prediction=(), ngram=True)), NgramProposer)
-    assert make_proposer(prompt, SpeculationParams(prediction=None, ngram=False)) is None
-    assert make_proposer(prompt, SpeculationParams(prediction=(), ngram=False)) is None
+    assert isinstance(make_proposer(prompt, SpeculationParams(prediction=None)), NgramProposer)
+    assert isinstance(make_proposer(prompt, SpeculationParams(prediction=())), NgramProposer)
+    assert make_proposer(prompt, SpeculationParams(prediction=None, method="none")) is None
+    assert make_proposer(prompt, SpeculationParams(prediction=(), method="none")) is None
 
 
 def test_prediction_proposer_names_the_source_that_drafts_next():

@@ -50,12 +50,15 @@ def test_meta_states_the_setup(bench):
 def test_every_suite_ran(bench):
     result = bench[1]
     suites = {t["suite"] for t in result["tasks"]}
-    assert suites == {"verbatim", "edit", "corpus", "controls"}
+    assert suites == {"verbatim", "edit", "corpus", "realedit", "controls"}
     for task in result["tasks"]:
         assert RUN_KEYS <= set(task["runs"]["plain"]) and RUN_KEYS <= set(task["runs"]["foretell"])
         if task["suite"] != "controls":
-            assert {"hf_plain", "hf_prompt_lookup"} <= set(task["runs"])
+            assert {"hf_plain", "hf_prompt_lookup", "ngram"} <= set(task["runs"])
             assert task["alignment"]["oracle_passes"] >= 1
+            assert task["runs"]["ngram"]["identical_vs_plain"] and task["speedup_vs_ngram"] > 0
+            oracle = task["copy_oracle"]
+            assert 1 <= oracle["oracle_passes"] and oracle["efficiency"] == oracle["oracle_passes"] / oracle["decode_passes"]
     kinds = {t["kind"] for t in result["tasks"] if t["suite"] == "controls"}
     assert kinds == {"no_prediction", "garbage", "empty"}
     expected = {(n, mode) for n in (1, 2) for mode in ("plain", "prediction")}

@@ -44,7 +44,7 @@ def run(engine: LLMEngine, requests: list[GenerationRequest]) -> dict[str, list[
 
 
 def request(prompt, max_tokens=40, prediction=None, sampling=GREEDY, **kw) -> GenerationRequest:
-    spec = SpeculationParams(prediction=None if prediction is None else tuple(prediction), ngram=kw.pop("ngram", True))
+    spec = SpeculationParams(prediction=None if prediction is None else tuple(prediction), method=kw.pop("method", "auto"))
     return GenerationRequest(prompt_ids=list(prompt), max_tokens=max_tokens, sampling=sampling, speculation=spec, **kw)
 
 

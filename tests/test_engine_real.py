@@ -35,7 +35,7 @@ def engine():
 
 
 def _run(engine, prompt_ids, prediction, max_tokens=48):
-    spec = SpeculationParams(prediction=prediction, ngram=prediction is not None)
+    spec = SpeculationParams(prediction=prediction, method="auto" if prediction is not None else "none")
     req = GenerationRequest(prompt_ids=prompt_ids, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0), speculation=spec)
     outs = engine.generate([req])[req.request_id]
     return [t for o in outs for t in o.new_token_ids], outs[-1].stats

@@ -113,6 +113,41 @@ def test_chat_streaming_matches_non_streaming(client):
         ]
 
 
+def test_speculation_methods_same_text_different_sources(client):
+    """The ``speculation`` extension picks the draft sources per request; the text never changes."""
+    plain = chat(client, max_tokens=40)
+    text = plain.choices[0].message.content
+    prediction = {"type": "content", "content": text}
+    runs = {m: chat(client, max_tokens=40, prediction=prediction, extra_body={"speculation": {"method": m}})
+            for m in ("none", "ngram", "prediction", "auto")}
+    for r in runs.values():
+        assert r.choices[0].message.content == text
+    stats = {m: r.model_extra["foretell"] for m, r in runs.items()}
+    completion = plain.usage.completion_tokens
+    assert stats["none"]["sources"] == {} and stats["none"]["draft_tokens_proposed"] == 0
+    assert stats["none"]["forward_passes"] - stats["none"]["prefill_passes"] == completion  # one token a pass
+    assert runs["none"].usage.completion_tokens_details.accepted_prediction_tokens == 0
+    assert set(stats["ngram"]["sources"]) <= {"ngram"}
+    assert runs["ngram"].usage.completion_tokens_details.accepted_prediction_tokens == 0
+    assert set(stats["prediction"]["sources"]) == {"prediction"}
+    assert stats["prediction"]["sources"]["prediction"]["accepted"] == stats["prediction"]["draft_tokens_accepted"] > 0
+    assert stats["prediction"]["forward_passes"] < stats["none"]["forward_passes"]
+    assert runs["prediction"].usage.completion_tokens_details.accepted_prediction_tokens > 0
+    capped = chat(client, max_tokens=40, prediction=prediction, extra_body={"speculation": {"k_max": 0}})
+    assert capped.choices[0].message.content == text
+    assert capped.model_extra["foretell"]["forward_passes"] == stats["none"]["forward_passes"]
+
+
+@pytest.mark.parametrize("speculation, param", [({"method": "magic"}, "speculation.method"),
+                                                ({"k_max": -1}, "speculation.k_max"),
+                                                ({"k_max": "8"}, "speculation.k_max"),
+                                                ("auto", "speculation")])
+def test_speculation_bad_values_400(client, speculation, param):
+    with pytest.raises(openai.BadRequestError) as info:
+        chat(client, extra_body={"speculation": speculation})
+    assert info.value.status_code == 400 and info.value.param == param
+
+
 def test_n_choices_with_prediction_sum_usage(client):
     plain = chat(client)
     text = plain.choices[0].message.content

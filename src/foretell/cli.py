@@ -29,7 +29,7 @@ def _engine_config(args: argparse.Namespace, **overrides):
     from foretell.config import EngineConfig
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len)
-    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max"):
+    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path"):
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
@@ -65,6 +65,8 @@ def _add_serve(sub) -> None:
     g.add_argument("--max-num-seqs", type=int, default=None, help="requests running concurrently (default: 8)")
     g.add_argument("--max-queue", type=int, default=None, help="requests waiting beyond those; more get HTTP 429 (default: 64)")
     g.add_argument("--k-max", type=int, default=None, help="most draft tokens verified per request and step; 0 disables speculation (default: 128)")
+    g.add_argument("--trace", dest="trace_path", default=None, metavar="FILE",
+                   help="append a JSON line per request and step: source, k and why, accepted tokens, aligner state")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="uvicorn log level (default: warning)")
     p.set_defaults(func=_serve)
 

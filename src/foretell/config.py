@@ -56,24 +56,41 @@ class SamplingParams:
         return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
 
 
+SPECULATION_METHODS = ("auto", "none", "ngram", "prediction")
+
+
 @dataclass(frozen=True)
 class SpeculationParams:
     """Per-request speculation settings.
 
-    ``prediction`` is the expected output as token ids (None = no prediction). ``search_length`` bounds how
-    many prediction tokens past the last matched one realignment may look (None = unbounded; the analogue of
-    Azure's ``x-ms-oai-ev3-predictor_search_length``). ``ngram`` enables prompt/output n-gram lookup when
-    there is no prediction or while it is lost. ``k_max`` caps tokens proposed per step (None = engine's).
+    ``method`` picks the draft sources: ``auto`` (default) = the prediction where one is given, with n-gram
+    lookup over prompt + output wherever it drafts better (and as the only source without a prediction);
+    ``none`` = plain decoding; ``ngram`` = n-gram lookup alone (a prediction is then ignored for drafting);
+    ``prediction`` = the prediction aligner alone. ``prediction`` is the expected output as token ids (None =
+    no prediction). ``search_length`` bounds how many prediction tokens past the last matched one
+    realignment may look (None = unbounded; the analogue of Azure's ``x-ms-oai-ev3-predictor_search_length``).
+    ``k_max`` caps tokens proposed per step (None = the engine's; 0 = plain decoding).
     """
 
     prediction: tuple[int, ...] | None = None
     search_length: int | None = None
-    ngram: bool = True
+    method: str = "auto"
     k_max: int | None = None
 
     def __post_init__(self) -> None:
+        _check(self.method in SPECULATION_METHODS, "speculation.method", f"must be one of {', '.join(SPECULATION_METHODS)}")
         _check(self.search_length is None or self.search_length >= 1, "search_length", "must be >= 1")
-        _check(self.k_max is None or self.k_max >= 0, "k_max", "must be >= 0")
+        _check(self.k_max is None or 0 <= self.k_max <= 1024, "speculation.k_max", "must be between 0 and 1024")
+
+    @property
+    def uses_prediction(self) -> bool:
+        """Drafts may come from the prediction (a non-empty one, with method auto or prediction)."""
+        return bool(self.prediction) and self.method in ("auto", "prediction")
+
+    @property
+    def uses_ngram(self) -> bool:
+        """Drafts may come from n-gram lookup over prompt + output."""
+        return self.method in ("auto", "ngram")
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,7 @@ class EngineConfig:
     prefix_cache: bool = True
     measure_cost_curve: bool = True
     seed: int = 0
+    trace_path: str | None = None  # append a JSON line per request and step (foretell.engine.trace)
 
     def __post_init__(self) -> None:
         _check(self.dtype in ("auto", "bfloat16", "float16", "float32"), "dtype", "auto|bfloat16|float16|float32")

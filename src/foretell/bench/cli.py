@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replay", nargs="?", const="", default=None, metavar="PATH",
                    help="no model: simulated alignment (ours vs oracle vs baselines) on recorded real outputs "
                         "(default: the packaged recording); writes OUT/replay.json and OUT/replay.md")
-    p.add_argument("--peers-on", default="verbatim,edit,corpus",
+    p.add_argument("--peers-on", default="verbatim,edit,corpus,realedit",
                    help="suites whose tasks also run the HF peers when 'peers' is selected (default: %(default)s)")
     p.add_argument("--profile", action="store_true",
                    help="time each engine step's phases (forward, verify, propose, other)")
@@ -157,6 +157,8 @@ def _console_summary(result: dict) -> str:
     for r in result["tasks"]:
         a = r.get("alignment") or {}
         lines.append(f"  {r['name']:42s} {r['output_tokens']:5d} tok  speedup {_x(r['speedup']):>8s}  "
+                     f"vs n-gram {_x(r.get('speedup_vs_ngram')):>7s}  "
+                     f"oracle eff {_f((r.get('copy_oracle') or {}).get('efficiency')):>5s}  "
                      f"accept {_f(r['acceptance_rate']):>5s}  align {_f(a.get('efficiency')):>5s}  "
                      f"HF PLD {_x(r.get('hf_prompt_lookup_speedup')):>7s}  "
                      f"identical {'yes' if r['identical'] else 'NO'}")

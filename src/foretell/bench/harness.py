@@ -30,7 +30,8 @@ from foretell.config import EngineConfig, SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest
 
 GREEDY = SamplingParams(temperature=0.0)
-PLAIN_SPEC = SpeculationParams(prediction=None, ngram=False)
+PLAIN_SPEC = SpeculationParams(prediction=None, method="none")
+NGRAM_SPEC = SpeculationParams(prediction=None, method="ngram")
 ALIGN_K = 64  # draft cap of the simulated proposers (the oracle, ours, the baselines)
 HF_PROMPT_LOOKUP = 10
 
@@ -49,6 +50,7 @@ class RunResult:
     decode_s: float
     first_chunk: int
     forward_passes: int
+    prefill_passes: int = 0
     text: str = ""
     accepted_prediction: int = 0
     rejected_prediction: int = 0
@@ -138,6 +140,7 @@ def run_engine(engine, requests: Sequence[GenerationRequest], variant: str, time
             decode_s=stats.decode_s if stats else 0.0,
             first_chunk=ev[0][1] if ev else 0,
             forward_passes=stats.forward_passes if stats else 0,
+            prefill_passes=stats.prefill_passes if stats else 0,
             accepted_prediction=stats.accepted_prediction_tokens if stats else 0,
             rejected_prediction=stats.rejected_prediction_tokens if stats else 0,
             draft_proposed=stats.draft_tokens_proposed if stats else 0,
@@ -285,6 +288,20 @@ def alignment(prediction: Sequence[int], output: Sequence[int], token_text: Call
     }
 
 
+def copy_oracle_efficiency(task: Task, run: RunResult, k: int) -> dict[str, Any] | None:
+    """Passes of an oracle that copies the longest runs (<= k) from the prediction, the prompt or the output
+    so far (one pass per run plus one token) against the run's real decode passes (prefill passes not
+    counted)."""
+    if not run.token_ids:
+        return None
+    from foretell.core.simulate import copy_oracle
+
+    oracle = copy_oracle([task.prediction_ids or (), task.prompt_ids], run.token_ids, k)
+    decode_passes = max(1, run.forward_passes - run.prefill_passes)
+    return {"oracle_passes": oracle.passes, "decode_passes": decode_passes,
+            "efficiency": oracle.passes / decode_passes}
+
+
 def token_text_fn(tokenizer) -> Callable[[int], str]:
     cache: dict[int, str] = {}
 
@@ -316,7 +333,7 @@ class BenchOptions:
     cost_curve: str = "measured"  # measured (the engine's cached start-up measurement) | reference
     concurrency: tuple[int, ...] = (1, 4, 8)
     concurrency_max_tokens: int = 256
-    peers_on: tuple[str, ...] = ("verbatim", "edit", "corpus")  # suites whose tasks also run the HF peers
+    peers_on: tuple[str, ...] = ("verbatim", "edit", "corpus", "realedit")  # suites whose tasks also run the HF peers
     record_only: bool = False  # only plain decoding of the verbatim/edit/corpus tasks, written by --record
     progress: bool = True
     argv: list[str] = field(default_factory=list)
@@ -390,9 +407,12 @@ class Bench:
             if len(own) > 2:
                 own[len(own) // 2] = (own[len(own) // 2] + 1) % self.engine.runner.vocab_size
             task = replace(task, prediction_ids=tuple(own))
-        ours = self._engine_run(task, foretell_spec(task), "foretell")
+        runs = {"plain": plain}
+        if task.prediction_ids:  # the same engine without the prediction: n-gram lookup alone
+            runs["ngram"] = self._engine_run(task, NGRAM_SPEC, "ngram")
+            bar.update(1)
+        ours = runs["foretell"] = self._engine_run(task, foretell_spec(task), "foretell")
         bar.update(1)
-        runs = {"plain": plain, "foretell": ours}
         if task.peers:
             runs["hf_plain"] = self.hf(task, None)
             bar.update(1)
@@ -417,6 +437,10 @@ class Bench:
             row["runs"]["hf_prompt_lookup"].update(
                 {f"{k}_vs_hf_plain": v for k, v in identity(hf_pld.token_ids, hf_plain.token_ids).items()})
         row["speedup"] = row["runs"]["foretell"]["speedup_vs_plain"]
+        if "ngram" in runs:
+            row["speedup_vs_ngram"] = _ratio(runs["ngram"].wall_s, ours.wall_s)
+            row["passes_vs_ngram"] = [ours.forward_passes, runs["ngram"].forward_passes]
+        row["copy_oracle"] = copy_oracle_efficiency(task, ours, self.engine.config.k_max)
         row["decode_speedup"] = row["runs"]["foretell"]["decode_speedup_vs_plain"]
         row["acceptance_rate"] = ours.acceptance_rate
         row["draft_acceptance"] = ours.draft_acceptance
@@ -507,7 +531,7 @@ class Bench:
         try:
             if tasks or conc_tasks:
                 self.warmup(tasks or conc_tasks)
-            total = sum(4 if t.peers else 2 for t in tasks) + 2 * len(opts.concurrency) * bool(conc_tasks)
+            total = sum((4 if t.peers else 2) + bool(t.prediction_ids) for t in tasks) + 2 * len(opts.concurrency) * bool(conc_tasks)
             with tqdm(total=total, disable=not opts.progress, unit="run", dynamic_ncols=True) as bar:
                 rows = [self.run_task(t, bar) for t in tasks]
                 conc = self.concurrency(conc_tasks, bar) if conc_tasks else []

@@ -57,6 +57,9 @@ def _suite_summary(rows: list[dict]) -> dict[str, Any]:
         "decode_speedup_geomean": geomean(r["decode_speedup"] for r in rows),
         "hf_prompt_lookup_speedup_geomean": geomean(r.get("hf_prompt_lookup_speedup") for r in rows),
         "vs_hf_prompt_lookup_geomean": geomean(r.get("vs_hf_prompt_lookup") for r in rows),
+        "vs_ngram_geomean": geomean(r.get("speedup_vs_ngram") for r in rows),
+        "vs_ngram_min": min((r["speedup_vs_ngram"] for r in rows if r.get("speedup_vs_ngram")), default=None),
+        "copy_oracle_efficiency_mean": _mean((r.get("copy_oracle") or {}).get("efficiency") for r in rows),
         "acceptance_rate_mean": _mean(r["acceptance_rate"] for r in rows),
         "draft_acceptance_mean": _mean(r.get("draft_acceptance") for r in rows),
         "identical": sum(1 for r in rows if r["identical"]),
@@ -183,14 +186,17 @@ def markdown(result: dict[str, Any]) -> str:
     if main:
         lines += ["## Tasks", ""]
         header = ["task", "out tok", "plain tok/s e2e", "foretell tok/s e2e", "speedup", "decode ×",
-                  "TTFT plain/ours s",
+                  "vs n-gram", "passes ours/n-gram", "oracle eff (real passes)", "TTFT plain/ours s",
                   "accept", "draft acc", "passes plain→ours", "align eff", "1st-div eff", "line eff", "HF PLD ×",
                   "ours / HF PLD", "identical"]
         rows = []
         for r in main:
             p, o, a = r["runs"]["plain"], r["runs"]["foretell"], r.get("alignment") or {}
+            vs = r.get("passes_vs_ngram")
             rows.append([r["name"], str(r["output_tokens"]), _f(p["tok_s"], 1), _f(o["tok_s"], 1), _x(r["speedup"]),
-                         _x(r["decode_speedup"]), f"{_f(p['ttft_s'])}/{_f(o['ttft_s'])}", _f(r["acceptance_rate"]),
+                         _x(r["decode_speedup"]), _x(r.get("speedup_vs_ngram")), f"{vs[0]}/{vs[1]}" if vs else "–",
+                         _f((r.get("copy_oracle") or {}).get("efficiency")),
+                         f"{_f(p['ttft_s'])}/{_f(o['ttft_s'])}", _f(r["acceptance_rate"]),
                          _f(r.get("draft_acceptance")),
                          f"{p['forward_passes']}→{o['forward_passes']}", _f(a.get("efficiency")),
                          _f(a.get("first_divergence_efficiency")), _f(a.get("line_based_efficiency")),
@@ -198,12 +204,14 @@ def markdown(result: dict[str, Any]) -> str:
                          _identity_cell(o)])
         lines += _table(header, rows) + [""]
         suite_rows = []
-        for suite in ("verbatim", "edit", "corpus"):
+        for suite in ("verbatim", "edit", "corpus", "realedit"):
             s = summary.get(suite)
             if not s:
                 continue
             al = s.get("alignment") or {}
             suite_rows.append([suite, str(s["tasks"]), _x(s["speedup_geomean"]), _x(s["decode_speedup_geomean"]),
+                               f"{_x(s.get('vs_ngram_geomean'))} (min {_x(s.get('vs_ngram_min'))})",
+                               _f(s.get("copy_oracle_efficiency_mean")),
                                _f(s["acceptance_rate_mean"]), _f(s.get("draft_acceptance_mean")),
                                _f(al.get("efficiency")),
                                _f(al.get("first_divergence_efficiency")), _f(al.get("line_based_efficiency")),
@@ -211,7 +219,8 @@ def markdown(result: dict[str, Any]) -> str:
                                f"{s['identical']}/{s['tasks']}"])
         if suite_rows:
             lines += ["Per suite (geometric means; alignment pooled):", ""]
-            lines += _table(["suite", "tasks", "speedup", "decode ×", "accept", "draft acc", "align eff",
+            lines += _table(["suite", "tasks", "speedup", "decode ×", "vs n-gram (geomean, min)",
+                             "oracle eff (real passes, mean)", "accept", "draft acc", "align eff",
                              "1st-div eff", "line eff",
                              "HF PLD ×", "ours / HF PLD", "identical"], suite_rows) + [""]
 

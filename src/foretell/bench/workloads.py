@@ -7,6 +7,9 @@ Suites (each a list of :class:`Task`):
 - ``corpus``: edit pairs from :mod:`foretell.bench.corpus` run end to end: an instruction written per edit
   kind + the pair's original code; prediction = the original. (The corpus's own edited text is kept as
   ``reference``; what the model really writes is recorded with ``foretell bench --record``.)
+- ``realedit``: real edits of different kinds on small files of several languages (``data/realedit/``):
+  type hints, a bug fix, a rename, a port to another language, docstrings, a JSON config edit, a Markdown
+  edit, an SQL schema edit and a JavaScript modernisation; the file in the prompt, prediction = the file.
 - ``controls``: the verbatim prompt and an open-ended prompt with no prediction (n-gram lookup only), a
   garbage prediction (unrelated prose of the same token length) and an empty prediction.
 
@@ -23,7 +26,7 @@ from typing import Any, Sequence
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 RECORDED_PATH = DATA_DIR / "recorded_outputs.json"
-SUITES = ("verbatim", "edit", "corpus", "controls", "concurrency", "peers")
+SUITES = ("verbatim", "edit", "corpus", "controls", "realedit", "concurrency", "peers")
 
 VERBATIM_INSTRUCTION = "Reproduce this file exactly, no commentary:"
 EDIT_INSTRUCTIONS = {
@@ -65,6 +68,24 @@ CORPUS_INSTRUCTIONS = {
                       "(default 0.01) and a --config option naming a JSON file that main prints; print the "
                       "learning rate in the training message.",
 }
+# (file in data/realedit/, kind, instruction): edits a coding agent asks for, on files of several languages.
+REALEDIT_TASKS = (
+    ("inventory.py", "type_hints", "Add type hints to every function and method signature."),
+    ("stats.py", "bug_fix", "moving_average drops the last window of values: fix that off-by-one bug."),
+    ("inventory.py", "rename", "Rename the class Item to Product and the method restock to replenish, everywhere."),
+    ("stats.py", "port", "Port this module to JavaScript (CommonJS, the same function names)."),
+    ("stats.py", "docstrings", "Add a one-line docstring to every function."),
+    ("config.json", "json_edit", "Turn debug off, set the logging level to INFO, raise the server workers to 8 "
+                                 "and enable the new_checkout feature."),
+    ("guide.md", "markdown_edit", "Add a 'Troubleshooting' section before 'Shipping a change' that explains what "
+                                  "to do when the database connection is refused, and move production deploys "
+                                  "to Thursday."),
+    ("schema.sql", "sql_edit", "Add a created_at TIMESTAMP column to customers and an index on orders "
+                               "(customer_id)."),
+    ("cart.js", "js_edit", "Modernise this file: const/let instead of var, a class instead of the prototype "
+                           "functions, and an async checkout that awaits payment.charge."),
+)
+FENCE_LANGUAGE = {".py": "python", ".js": "javascript", ".json": "json", ".md": "markdown", ".sql": "sql"}
 CORPUS_FALLBACK_INSTRUCTION = "Refactor this code for readability without changing its behaviour."
 
 OPEN_PROMPT = ("Write a Python function parse_duration(text) that turns strings like '1h30m', '45s' or "
@@ -122,9 +143,9 @@ def encode(tokenizer, text: str) -> tuple[int, ...]:
     return tuple(tokenizer.encode(text, add_special_tokens=False))
 
 
-def file_prompt(instruction: str, code: str, reply_rule: str | None = REPLY_RULE) -> str:
+def file_prompt(instruction: str, code: str, reply_rule: str | None = REPLY_RULE, language: str = "python") -> str:
     rule = f" {reply_rule}" if reply_rule else ""
-    return f"{instruction}{rule}\n\n```python\n{code}```"
+    return f"{instruction}{rule}\n\n```{language}\n{code}```"
 
 
 def garbage_ids(tokenizer, length: int) -> tuple[int, ...]:
@@ -220,6 +241,20 @@ def corpus_tasks(tokenizer, opts: WorkloadOptions) -> tuple[list[Task], str | No
     return _limit(tasks, opts), error
 
 
+def realedit_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
+    """The real-edit workload (see the module docstring): the file in the prompt and as the prediction."""
+    tasks = []
+    for filename, kind, instruction in REALEDIT_TASKS:
+        code = (DATA_DIR / "realedit" / filename).read_text()
+        code = _fit_tiny(code, 6) if opts.tiny else code
+        pred = encode(tokenizer, code)
+        language = FENCE_LANGUAGE[Path(filename).suffix]
+        prompt = chat_prompt_ids(tokenizer, file_prompt(instruction, code, language=language))
+        tasks.append(Task(f"realedit/{kind}", "realedit", kind, instruction, prompt, pred,
+                          _cap(2 * len(pred) + 128, opts), code, meta={"file": filename}))
+    return _limit(tasks, opts)
+
+
 def control_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
     """Per prompt: no prediction, garbage prediction (same token length as the file / max_tokens), empty.
     ``limit`` counts prompts here (each keeps its three variants)."""
@@ -257,6 +292,8 @@ def build_tasks(tokenizer, suites: Sequence[str], opts: WorkloadOptions) -> tupl
         tasks += found
         if error:
             notes.append(f"corpus suite skipped: {error}")
+    if "realedit" in suites:
+        tasks += realedit_tasks(tokenizer, opts)
     if "controls" in suites:
         tasks += control_tasks(tokenizer, opts)
     if not ("peers" in suites):

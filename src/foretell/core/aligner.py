@@ -238,6 +238,15 @@ class PredictionAligner(Proposer):
 
     # ---- Proposer ------------------------------------------------------------------------------------
 
+    def context(self) -> str:
+        """``prediction/aligned`` while following the prediction, ``prediction/anchored`` on a hypothesis
+        scoring at least ``anchor_score``, ``prediction/guess`` on a weaker one or a bare guess."""
+        if self._aligned:
+            if not self._out:
+                return "prediction/start"
+            return "prediction/aligned"
+        return "prediction/anchored" if self.has_anchor else "prediction/guess"
+
     def propose(self, k: int) -> Draft:
         start = self._best[0]
         if start < 0 or k <= 0:

@@ -59,3 +59,13 @@ class Proposer(ABC):
     def suggested_cap(self) -> int | None:
         """A cap on the next proposal when evidence is weak (e.g. right after a re-anchor); None = no cap."""
         return None
+
+    def parts(self) -> list["Proposer"]:
+        """The single-source proposers the draft policy chooses among (a composite lists its parts; they
+        are observed through the composite)."""
+        return [self]
+
+    def context(self) -> str:
+        """The key of the acceptance estimate for the next draft: the source, refined by the state it drafts
+        from where that predicts acceptance (e.g. ``prediction/aligned``, ``ngram/3``)."""
+        return self.active_source()

@@ -56,6 +56,10 @@ class NgramProposer(Proposer):
         """Length of the suffix n-gram the next draft continues (0 when there is none)."""
         return self._lookup()[1]
 
+    def context(self) -> str:
+        """``ngram/n`` for a match of n tokens (longer matches continue correctly more often)."""
+        return f"ngram/{self.match_length}"
+
     def available(self) -> int:
         start, n = self._lookup()
         return len(self._tokens) - start if n else 0

@@ -2,7 +2,7 @@
 
 Example::
 
-    spec = SpeculationParams(prediction=(5, 6, 7, 8), ngram=True)
+    spec = SpeculationParams(prediction=(5, 6, 7, 8))           # method "auto"
     proposer = make_proposer(prompt_ids=[1, 2, 3], spec=spec)   # PredictionProposer(+ n-gram fallback)
     proposer.propose(3)  -> Draft([5, 6, 7], source="prediction")
     proposer.observe([5, 9])  # 9 departs from the prediction: the aligner guesses, then realigns
@@ -66,6 +66,10 @@ class PredictionProposer(Proposer):
     def available(self) -> int:
         return self._active().available()
 
+    def parts(self) -> list[Proposer]:
+        """The aligner, then the fallback: the draft policy scores both every step."""
+        return [self.aligner] if self.fallback is None else [self.aligner, self.fallback]
+
     def suggested_cap(self) -> int | None:
         """The drafting proposer's cap (the aligner's confidence-based cap, see
         :meth:`PredictionAligner.suggested_cap`)."""
@@ -74,19 +78,21 @@ class PredictionProposer(Proposer):
 
 def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
                   newline_ids: Collection[int] | None = None) -> Proposer | None:
-    """The proposer for one request: prediction (+ n-gram fallback), n-gram alone, or None.
+    """The proposer for one request, by ``spec.method`` (see :class:`SpeculationParams`):
 
-    - a non-empty ``spec.prediction``: :class:`PredictionProposer`, with an :class:`NgramProposer` over the
-      prompt as fallback when ``spec.ngram`` (short drafts: ``weak_cap=8``, it only fills gaps);
-    - no (or an empty) prediction and ``spec.ngram``: :class:`NgramProposer` over the prompt;
+    - the prediction is used (a non-empty one, method ``auto`` or ``prediction``): :class:`PredictionProposer`,
+      with an :class:`NgramProposer` over the prompt as fallback for ``auto``;
+    - else n-gram lookup is allowed (``auto`` or ``ngram``): :class:`NgramProposer` over the prompt;
     - otherwise None (plain decoding).
 
     ``newline_ids`` (optional): the vocabulary's token ids whose text holds a line break, found once per
     tokenizer; they sharpen the aligner's guesses after an output line break.
     """
-    if spec.prediction:
-        fallback = NgramProposer(prompt_ids, weak_cap=8) if spec.ngram else None
+    if spec.k_max == 0:
+        return None
+    if spec.uses_prediction:
+        fallback = NgramProposer(prompt_ids) if spec.uses_ngram else None
         return PredictionProposer(spec.prediction, spec.search_length, fallback, newline_ids=newline_ids)
-    if spec.ngram:
+    if spec.uses_ngram:
         return NgramProposer(prompt_ids)
     return None

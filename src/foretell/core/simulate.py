@@ -149,6 +149,83 @@ def oracle(prediction: Sequence[int], output: Sequence[int], k: int = 64, min_ma
     return SimResult(passes, accepted, accepted, len(output))
 
 
+def copy_oracle(sources: Sequence[Sequence[int]], output: Sequence[int], k: int = 64) -> SimResult:
+    """Passes when every draft is the longest run (<= k) matching the output that can be copied from any of
+    ``sources`` (e.g. the prediction and the prompt) or from the output written so far.
+
+    Greedy-longest stays optimal: the copyable text only grows, so the ends of the longest matches are still
+    non-decreasing. The output part is searched directly (O(|O|^2) worst case, fine for benchmark sizes).
+    """
+    static = SuffixAutomaton([t for src in sources for t in [*src, -1]])  # -1 separates the sources
+    output = list(output)
+    pos = passes = accepted = 0
+    while pos < len(output):
+        hits = max(static.longest_match(output, pos, k), _longest_in_prefix(output, pos, k))
+        passes += 1
+        accepted += hits
+        pos = min(len(output), pos + hits + 1)
+    return SimResult(passes, accepted, accepted, len(output))
+
+
+def _longest_in_prefix(output: list[int], pos: int, cap: int) -> int:
+    """Longest prefix of output[pos:] (<= cap) that occurs starting before ``pos`` and inside output[:pos]."""
+    best = 0
+    first = output[pos] if pos < len(output) else None
+    for start in range(pos):
+        if output[start] != first:
+            continue
+        n = 0
+        while n < cap and start + n < pos and pos + n < len(output) and output[start + n] == output[pos + n]:
+            n += 1
+        best = max(best, n)
+    return best
+
+
+@dataclass
+class PolicyResult:
+    """A simulated generation under the draft policy: passes, their summed cost in one-token passes, and
+    the draft tokens proposed / accepted per source."""
+
+    passes: int
+    cost: float
+    output_len: int
+    sources: dict[str, list[int]]
+
+    @property
+    def decode_speedup(self) -> float:
+        """Plain decoding's cost (one one-token pass per token) over this run's."""
+        return self.output_len / self.cost if self.cost else 1.0
+
+
+def simulate_policy(policy, output: Sequence[int], k_max: int = 128) -> PolicyResult:
+    """Generate ``output`` the way the engine does, one request alone: ``policy`` (a
+    :class:`foretell.core.policy.DraftPolicy`) picks each draft (and maybe a second branch), the target
+    accepts the longest prefix of either that matches the output plus one token, the policy learns and the
+    proposer observes. ``sources`` counts [proposed, accepted] per source (both branches)."""
+    output = list(output)
+    pos = passes = 0
+    cost = 0.0
+    sources: dict[str, list[int]] = {}
+    while pos < len(output):
+        decision = policy.decide(min(k_max, len(output) - pos - 1))
+        hits = 0
+        for draft in (decision.draft, decision.branch):
+            if draft is not None and draft.tokens:
+                matched = _common_prefix(draft.tokens, output, pos)
+                hits = max(hits, matched)
+                counts = sources.setdefault(draft.source, [0, 0])
+                counts[0] += len(draft)
+                counts[1] += matched
+        emitted = output[pos:pos + hits + 1]
+        policy.record(decision, emitted)
+        if policy.proposer is not None:
+            policy.proposer.observe(emitted)
+        passes += 1
+        cost += decision.cost
+        pos += len(emitted)
+    return PolicyResult(passes, cost, len(output), sources)
+
+
 def newline_ids(token_ids: Iterable[int], token_text: Callable[[int], str]) -> frozenset[int]:
     """The ids among ``token_ids`` whose text contains a line break (an engine scans its whole vocabulary)."""
     return frozenset(t for t in set(token_ids) if "\n" in token_text(t))

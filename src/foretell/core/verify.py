@@ -70,6 +70,29 @@ def verify(logits: torch.Tensor, draft: Draft, state: SamplerState) -> VerifyRes
     return VerifyResult(tokens, len(tokens) - 1, _logprobs(logits, tokens, state.params.logprobs))
 
 
+def verify_tree(logits: torch.Tensor, branches: Sequence[tuple[Draft, Sequence[int]]],
+                state: SamplerState) -> tuple[int, VerifyResult]:
+    """Verify several one-hot drafts that share their first position (a token tree) in one pass.
+
+    ``logits[1 + nodes, V]``: row 0 predicts the first draft position, row 1 + i the position after tree
+    node i. Each branch is (draft, the node indices of its tokens, root first). Along every branch the target
+    emits what plain decoding would (greedy, or the seeded sample of each position), so the branch that
+    agrees longest with the target gives the right tokens; returns (its index, its result), the first
+    branch on ties. Drafts with probabilities q need rejection sampling over the tree and are refused.
+    """
+    best: tuple[int, VerifyResult] | None = None
+    for b, (draft, path) in enumerate(branches):
+        if draft.probs is not None:
+            raise ValueError("token trees are verified for one-hot drafts only")
+        rows = logits[[0] + [1 + i for i in path]]
+        result = verify(rows, draft, state)
+        if best is None or result.num_accepted > best[1].num_accepted:
+            best = (b, result)
+    if best is None:
+        raise ValueError("a token tree needs at least one branch")
+    return best
+
+
 def verify_greedy_batch(logits: torch.Tensor, drafts: Sequence[Sequence[int]]) -> list[list[int]]:
     """Greedy, no-penalty verification of many sequences at once.
 

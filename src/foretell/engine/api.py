@@ -35,6 +35,14 @@ class GenerationRequest:
 
 
 @dataclass
+class SourceStats:
+    """Draft tokens one source (prediction, ngram, draft) proposed and how many of them were accepted."""
+
+    proposed: int = 0
+    accepted: int = 0
+
+
+@dataclass
 class RequestStats:
     """Per-request accounting, with OpenAI's meanings for the prediction counts: accepted = returned tokens
     that came from an accepted prediction draft; rejected = prediction tokens that did not appear in the
@@ -49,10 +57,20 @@ class RequestStats:
     rejected_prediction_tokens: int = 0
     draft_tokens_proposed: int = 0  # all proposers (prediction, n-gram, draft model)
     draft_tokens_accepted: int = 0
-    forward_passes: int = 0
+    sources: dict[str, SourceStats] = field(default_factory=dict)  # the same, per draft source
+    forward_passes: int = 0  # every pass this request took part in, prompt chunks included
+    prefill_passes: int = 0  # of which passes over a prompt chunk that sampled nothing
     queue_s: float = 0.0
     ttft_s: float = 0.0
     decode_s: float = 0.0
+
+    def record_draft(self, source: str, proposed: int, accepted: int) -> None:
+        """Count one verified draft: ``accepted`` of its ``proposed`` tokens, from ``source``."""
+        self.draft_tokens_proposed += proposed
+        self.draft_tokens_accepted += accepted
+        counts = self.sources.setdefault(source, SourceStats())
+        counts.proposed += proposed
+        counts.accepted += accepted
 
 
 @dataclass

@@ -69,6 +69,13 @@ class SeqKV:
             dst[:, :n] = src[:, :n]
         self.length = n
 
+    def move(self, slots: list[int], dst: int) -> None:
+        """Copy the keys/values at ``slots`` to the contiguous slots from ``dst`` (the accepted path of a
+        token tree, laid out elsewhere in the pass, into place)."""
+        index = torch.tensor(slots, device=self.shape.device)
+        for t in self.keys + self.values:
+            t[:, dst : dst + len(slots)] = t[:, index]
+
     @property
     def nbytes(self) -> int:
         return self.capacity * self.shape.bytes_per_token

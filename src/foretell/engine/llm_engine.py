@@ -12,15 +12,17 @@ import time
 from collections import deque
 
 from foretell.config import ConfigError, EngineConfig
-from foretell.core.adaptive_k import CostModel, choose_k
-from foretell.core.draft import EMPTY_DRAFT
+from foretell.core.adaptive_k import CostModel
+from foretell.core.draft import Draft
+from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
-from foretell.core.verify import verify
+from foretell.core.verify import VerifyResult, verify, verify_tree
 from foretell.engine.api import GenerationRequest, QueueFullError, RequestOutput, RequestTooLongError
 from foretell.engine.cost import DEFAULT_COST_POINTS
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
 from foretell.engine.sequence import Sequence, Status
+from foretell.engine.trace import Tracer, file_tracer, step_record
 
 
 class LLMEngine:
@@ -38,6 +40,8 @@ class LLMEngine:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.forward_passes = 0
+        self.started = time.perf_counter()
+        self.trace: Tracer | None = file_tracer(config.trace_path) if config.trace_path else None
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> tuple["LLMEngine", str]:
@@ -86,8 +90,9 @@ class LLMEngine:
             raise QueueFullError(f"server busy: {len(self.running)} running, {len(self.waiting)} queued")
         stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
         proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
+        policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k)
         limit = len(req.prompt_ids) + req.max_tokens
-        self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, proposer))
+        self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, policy))
 
     def abort(self, request_id: str) -> bool:
         """Drop a request wherever it is and free its KV (nothing is kept in the prefix cache)."""
@@ -148,57 +153,31 @@ class LLMEngine:
                     segments.append(Segment(seq.kv, seq.tokens[start : start + chunk], num_logits=0))
                     batch_tokens += chunk
                     continue
-            seq.draft = self._propose(seq, batch_tokens + pending - 1, batch_expected)
-            tokens = seq.tokens[start:] + seq.draft.tokens
+            seq.decision = self._propose(seq, batch_tokens + pending - 1, batch_expected)
+            nodes, parents, _ = seq.decision.tree()
+            tokens = seq.tokens[start:] + nodes
             seqs.append(seq)
-            segments.append(Segment(seq.kv, tokens, num_logits=len(seq.draft) + 1))
+            segments.append(Segment(seq.kv, tokens, num_logits=len(nodes) + 1, parents=parents))
+            seq.batch_tokens = batch_tokens  # what the pass held before this request (for the trace)
             batch_tokens += len(tokens)
-            batch_expected += float(seq.tracker.expected_tokens(len(seq.draft))[-1])
+            batch_expected += seq.decision.expected
         return seqs, segments
 
-    def _propose(self, seq: Sequence, batch_tokens: int, batch_expected: float):
-        """The draft for this step, given the tokens already in this pass (``batch_tokens``, counting this
-        request's pending tokens beyond the first) and what they should yield. When proposing is not worth it,
-        remember what a 1-token draft would have been (``seq.shadow``): checking it against the emitted token
-        is free evidence for the policy."""
-        proposer = seq.proposer
-        seq.shadow = EMPTY_DRAFT
-        room = min(seq.remaining - 1, self.config.k_max, seq.req.speculation.k_max or self.config.k_max)
-        if proposer is None or room <= 0:
-            return EMPTY_DRAFT
-        available = min(room, proposer.available())
-        if available <= 0:
-            return EMPTY_DRAFT
-        seq.tracker = seq.tracker_for(proposer.active_source())
-        if self.config.adaptive_k:
-            cap = proposer.suggested_cap()
-            k = choose_k(seq.tracker, self.cost, room, available, cap, batch_tokens, batch_expected)
-        else:
-            k = available
-        if k <= 0:
-            seq.shadow = proposer.propose(1)
-            return EMPTY_DRAFT
-        draft = proposer.propose(k)
-        seq.stats.draft_tokens_proposed += len(draft)
-        return draft
-
-    @staticmethod
-    def _record_acceptance(seq: Sequence, draft, result) -> None:
-        if draft.tokens or not seq.shadow.tokens:
-            seq.tracker.record(len(draft), result.num_accepted)  # every step: idle steps schedule probes
-        else:
-            seq.tracker.record(1, int(result.tokens[0] == seq.shadow.tokens[0]))
+    def _propose(self, seq: Sequence, batch_tokens: int, batch_expected: float) -> Decision:
+        """This step's draft (see :class:`DraftPolicy`), given the tokens already in this pass
+        (``batch_tokens``, counting this request's pending tokens beyond the first) and what they should
+        yield."""
+        k_max = seq.req.speculation.k_max
+        room = min(seq.remaining - 1, self.config.k_max, self.config.k_max if k_max is None else k_max)
+        return seq.policy.decide(room, batch_tokens, batch_expected)
 
     def _advance(self, seq: Sequence, seg: Segment, logits) -> RequestOutput | None:
         seq.stats.forward_passes += 1
         if seg.num_logits == 0:  # a prompt chunk: nothing to sample yet
             seq.kv.length += len(seg.tokens)
+            seq.stats.prefill_passes += 1
             return None
-        draft = seq.draft
-        result = verify(logits, draft, seq.sampler)
-        seq.kv.length += len(seg.tokens) - len(draft) + result.num_accepted
-        self._record_acceptance(seq, draft, result)
-        seq.stats.draft_tokens_accepted += result.num_accepted
+        draft, result = self._verify(seq, seg, logits)
         appended, flags = [], []
         for i, token in enumerate(result.tokens):
             from_prediction = i < result.num_accepted and draft.source == "prediction"
@@ -207,8 +186,13 @@ class LLMEngine:
             if seq.append(token, from_prediction):
                 break
         seq.sampler.observe(appended)
+        seq.policy.record(seq.decision, appended)
         if seq.proposer is not None:
             seq.proposer.observe(appended)
+        if self.trace is not None:
+            self.trace(step_record(self.forward_passes, self.started, seq.id, seq.num_output - len(appended),
+                                   seq.batch_tokens, seq.decision, draft.source if result.num_accepted else "none",
+                                   result.num_accepted, len(appended), seq.proposer))
         now = time.perf_counter()
         if seq.first_token_at is None:
             seq.first_token_at = now
@@ -219,6 +203,29 @@ class LLMEngine:
         if seq.status is Status.FINISHED:
             self._release(seq, keep=True)
         return out
+
+    def _verify(self, seq: Sequence, seg: Segment, logits) -> tuple[Draft, VerifyResult]:
+        """Verify this step's draft (a chain, or a token tree of two branches); keep the accepted tokens' KV
+        in place and count the draft per source. Returns the branch the target followed and the result."""
+        nodes, parents, branches = seq.decision.tree()
+        if parents is None:
+            draft, path = branches[0]
+            result = verify(logits, draft, seq.sampler)
+        else:
+            winner, result = verify_tree(logits, branches, seq.sampler)
+            draft, path = branches[winner]
+        accepted = path[: result.num_accepted]
+        first_node = seq.kv.length + len(seg.tokens) - len(nodes)  # slot of node 0
+        if accepted != list(range(len(accepted))):  # the branch's own nodes sit after the main draft's
+            seq.kv.move([first_node + i for i in accepted], first_node)
+        seq.kv.length = first_node + result.num_accepted
+        accepted_tokens = result.tokens[: result.num_accepted]
+        for n, (branch, _) in enumerate(branches):  # a branch's prefix shared with the main draft counts once
+            shared = common_prefix(branches[0][0].tokens, branch.tokens) if n else 0
+            if len(branch) > shared:
+                hits = common_prefix(branch.tokens, accepted_tokens)
+                seq.stats.record_draft(branch.source, len(branch) - shared, max(0, hits - shared))
+        return draft, result
 
     def _release(self, seq: Sequence, keep: bool) -> None:
         if seq in self.running:

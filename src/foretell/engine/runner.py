@@ -25,12 +25,29 @@ ATTN_NAME = "foretell_packed"
 
 @dataclass
 class Segment:
-    """New tokens of one sequence: they occupy positions ``[kv.length, kv.length + len(tokens))``.
-    ``num_logits`` of the last positions need logits (draft length + 1; 0 for a mid-prompt chunk)."""
+    """New tokens of one sequence, written to KV slots ``[kv.length, kv.length + len(tokens))``.
+    ``num_logits`` of the last tokens need logits (draft length + 1; 0 for a mid-prompt chunk).
+
+    A chain (``parents`` None) occupies the positions of its slots. A token *tree* gives, for each of the
+    last ``len(parents)`` tokens (the draft nodes), its parent among them (-1 = the token before the
+    nodes): a node sits at position (that token's position + its depth) and attends to the cache, the
+    tokens before the nodes, its ancestors and itself (branches of one pass verified together)."""
 
     kv: SeqKV
     tokens: list[int]
     num_logits: int
+    parents: list[int] | None = None
+
+    def positions(self) -> list[int]:
+        """The position (for RoPE) of each token."""
+        start, n = self.kv.length, len(self.tokens)
+        if self.parents is None:
+            return list(range(start, start + n))
+        base = start + n - len(self.parents) - 1  # position of the token before the nodes
+        depth: list[int] = []
+        for parent in self.parents:
+            depth.append(1 if parent < 0 else depth[parent] + 1)
+        return list(range(start, base + 1)) + [base + d for d in depth]
 
 
 class _PackedBatch:
@@ -51,7 +68,11 @@ class _PackedBatch:
         """Segment i's (first key, mask), built once per forward pass and window size, not per layer."""
         key = (i, window)
         if key not in self._masks:
-            self._masks[key] = _segment_mask(self.starts[i], len(self.segments[i].tokens), window, device)
+            seg = self.segments[i]
+            if seg.parents is None:
+                self._masks[key] = _segment_mask(self.starts[i], len(seg.tokens), window, device)
+            else:
+                self._masks[key] = _tree_mask(self.starts[i], len(seg.tokens), seg.parents, window, device)
         return self._masks[key]
 
 
@@ -70,6 +91,22 @@ def _segment_mask(start: int, n: int, window: int | None, device) -> tuple[int, 
     if window:
         mask &= k_pos > q_pos - window
     return first, mask
+
+
+def _tree_mask(start: int, n: int, parents: list[int], window: int | None, device) -> tuple[int, torch.Tensor]:
+    """(0, mask) for a segment whose last ``len(parents)`` tokens form a tree (see :class:`Segment`)."""
+    if window:
+        raise ValueError("token trees are not supported with sliding-window attention")
+    _, mask = _segment_mask(start, n, None, device)  # causal over the slots, then the tree's own rule
+    nodes = len(parents)
+    first = n - nodes  # row of the first node; slots start + first ...
+    visible = torch.zeros(nodes, nodes, dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            visible[i] = visible[parent]
+        visible[i, i] = True
+    mask[first:, start + first:] = visible.to(device)
+    return 0, mask
 
 
 def _packed_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -158,9 +195,7 @@ class ModelRunner:
             seg.kv.ensure(seg.kv.length + len(seg.tokens))
         batch = _PackedBatch(segments)
         ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
-        positions = torch.cat(
-            [torch.arange(st, st + len(s.tokens)) for s, st in zip(segments, batch.starts)]
-        ).to(self.device)[None]
+        positions = torch.tensor([p for s in segments for p in s.positions()], device=self.device)[None]
         keep = [off + len(s.tokens) - s.num_logits + j for s, off in zip(segments, batch.offsets) for j in range(s.num_logits)]
         if not keep:
             keep = [batch.total - 1]

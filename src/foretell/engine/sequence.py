@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 import time
 
-from foretell.core.adaptive_k import AcceptanceTracker
-from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
+from foretell.core.draft import EMPTY_DRAFT, Draft
+from foretell.core.policy import Decision, DraftPolicy
 from foretell.core.sampling import SamplerState
 from foretell.engine.api import FinishReason, GenerationRequest, RequestOutput, RequestStats, TokenLogprob
 from foretell.engine.detok import IncrementalDetokenizer, StopStringMatcher
@@ -28,7 +28,7 @@ class Sequence:
         tokenizer,
         stop_ids: frozenset[int],
         limit: int,
-        proposer: Proposer | None,
+        policy: DraftPolicy,
     ):
         self.req = req
         self.id = req.request_id
@@ -36,24 +36,24 @@ class Sequence:
         self.num_prompt = len(req.prompt_ids)
         self.limit = limit  # total tokens (prompt + output) this sequence may reach
         self.stop_ids = stop_ids
-        self.proposer = proposer
+        self.policy = policy  # picks each step's draft among the proposer's sources
+        self.proposer = policy.proposer
         self.sampler = SamplerState(req.sampling, req.prompt_ids)
-        self.trackers: dict[str, AcceptanceTracker] = {}  # acceptance estimate per draft source
-        self.tracker = self.tracker_for("none")  # the estimate of the source drafting this step
         self.detok = IncrementalDetokenizer(tokenizer)
         self.stopper = StopStringMatcher(req.stop)
         self.status = Status.WAITING
         self.kv: SeqKV | None = None
-        self.draft: Draft = EMPTY_DRAFT
-        self.shadow: Draft = EMPTY_DRAFT  # what a 1-token draft would have been on a step that proposed none
+        self.decision = Decision()  # this step's draft and why
+        self.batch_tokens = 0  # tokens of the pass ahead of this request's segment
         self.finish_reason: FinishReason | None = None
         self.stats = RequestStats(prompt_tokens=self.num_prompt)
         self.arrival = time.perf_counter()
         self.first_token_at: float | None = None
         self.scheduled_at: float | None = None
 
-    def tracker_for(self, source: str) -> AcceptanceTracker:
-        return self.trackers.setdefault(source, AcceptanceTracker())
+    @property
+    def draft(self) -> Draft:
+        return self.decision.draft
 
     @property
     def num_output(self) -> int:

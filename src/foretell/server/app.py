@@ -257,8 +257,16 @@ class Run:
 
     def foretell_stats(self) -> P.ForetellStats:
         stats = [c.stats or RequestStats() for c in self.choices]
+        sources: dict[str, P.SourceCounts] = {}
+        for s in stats:
+            for name, counts in s.sources.items():
+                total = sources.setdefault(name, P.SourceCounts())
+                total.proposed += counts.proposed
+                total.accepted += counts.accepted
         return P.ForetellStats(
             forward_passes=sum(s.forward_passes for s in stats),
+            prefill_passes=sum(s.prefill_passes for s in stats),
+            sources=sources,
             draft_tokens_proposed=sum(s.draft_tokens_proposed for s in stats),
             draft_tokens_accepted=sum(s.draft_tokens_accepted for s in stats),
             queue_s=max(s.queue_s for s in stats),
@@ -445,9 +453,12 @@ def _plan(engine, req, prompts, max_tokens, default, logprobs, header, rename) -
     if len(prompts) * (req.n or 1) > MAX_CHOICES:
         raise APIError(400, f"at most {MAX_CHOICES} choices (prompts × n) per request", param="n")
     try:
+        spec = req.speculation or P.Speculation()
         speculation = SpeculationParams(
             prediction=P.prediction_ids(engine.tokenizer, req.prediction),
             search_length=P.search_length(req, header),
+            method=spec.method,
+            k_max=spec.k_max,
         )
         plan = P.plan_requests(req, prompts, max_tokens, default_max, logprobs, speculation)
         for r in plan.requests:

@@ -58,6 +58,13 @@ class StreamOptions(_Strict):
     include_provenance: bool | None = None  # extension: per-chunk spans taken from the prediction
 
 
+class Speculation(_Strict):
+    """foretell's extension: which draft sources a request may use (see ``SpeculationParams``)."""
+
+    method: Literal["auto", "none", "ngram", "prediction"] = "auto"
+    k_max: int | None = Field(None, ge=0, le=1024)
+
+
 class _Common(_Strict):
     """Fields shared by /v1/chat/completions and /v1/completions (None = OpenAI's default)."""
 
@@ -81,6 +88,7 @@ class _Common(_Strict):
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
     ignore_eos: bool | None = None
+    speculation: Speculation | None = None
 
     @field_validator("stop")
     @classmethod
@@ -120,7 +128,7 @@ def _field_names(*models: type[BaseModel]) -> frozenset[str]:
 
 
 FIELD_NAMES = _field_names(
-    ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions
+    ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions, Speculation
 )
 
 
@@ -321,12 +329,20 @@ class Usage(BaseModel):
     completion_tokens_details: CompletionTokensDetails
 
 
+class SourceCounts(BaseModel):
+    proposed: int = 0
+    accepted: int = 0
+
+
 class ForetellStats(BaseModel):
-    """Non-standard: how the answer was produced (summed over choices; times are the slowest choice's)."""
+    """Non-standard: how the answer was produced (summed over choices; times are the slowest choice's).
+    ``sources``: draft tokens proposed and accepted per draft source (prediction, ngram, ...)."""
 
     forward_passes: int
+    prefill_passes: int
     draft_tokens_proposed: int
     draft_tokens_accepted: int
+    sources: dict[str, SourceCounts]
     queue_s: float
     ttft_s: float
     decode_s: float

@@ -1,0 +1,198 @@
+"""The draft policy: per request and step, which source drafts and how many tokens it proposes.
+
+A request's proposer has one or more *parts* (single-source proposers: the prediction aligner, n-gram
+lookup, ...). Each step every part that can draft is scored on expected tokens per unit time of the pass,
+
+    score(part, k) = (B_E + E_part[(1 − α^(k+1)) / (1 − α)]) / ratio(B_n + k + 1)
+
+(:func:`foretell.core.adaptive_k.choose_k`), with α estimated per part *and per context* (the state it
+drafts from: the aligner aligned, re-anchored or guessing; n-gram lookup by the length of its match), and
+the best part drafts. Parts that did not draft still learn: what they would have proposed is compared with
+the tokens the target emitted (counterfactual evidence, free), so a failing source never starves a working
+one and a source that becomes useful again is noticed at once.
+
+Example (prediction + n-gram fallback, file in the prompt, the output has left the prediction)::
+
+    policy = DraftPolicy(make_proposer(prompt, SpeculationParams(prediction=pred)), cost)
+    d = policy.decide(room=64)       # d.source == "ngram" while its matches keep being accepted
+    policy.record(d, emitted)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from foretell.core.adaptive_k import AcceptanceTracker, CostModel, choose_k
+from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
+
+
+# Prior mean acceptance per context (then per source; 0.6 otherwise), before any evidence of this request.
+PRIORS = {"prediction/aligned": 0.9, "ngram/4": 0.8, "ngram/3": 0.7}
+
+
+@dataclass
+class Option:
+    """One part's best offer this step: its context, draft size k (0 = none), score and estimate."""
+
+    part: Proposer
+    context: str
+    k: int
+    score: float
+    alpha: float
+    limit: int  # the most it could have proposed (room, available, cap)
+
+
+@dataclass
+class Decision:
+    """What the policy chose for one step (the draft, who made it and why) and the alternatives."""
+
+    draft: Draft = field(default_factory=Draft)
+    chosen: Option | None = None
+    options: list[Option] = field(default_factory=list)
+    expected: float = 1.0  # tokens this request is expected to emit from the pass (1 = plain decoding)
+    cost: float = 1.0  # the pass's cost ratio t(n)/t(1) with this draft
+    branch: Draft | None = None  # a second candidate verified in the same pass (a token tree)
+    branch_option: Option | None = None
+
+    def tree(self) -> tuple[list[int], list[int] | None, list[tuple[Draft, list[int]]]]:
+        """The draft as the pass lays it out: (node tokens, their parents or None for a plain chain, per
+        branch (draft, its node indices)). The main draft is nodes 0..k-1; a branch shares the main draft's
+        nodes up to where it departs, then continues with nodes of its own."""
+        main = self.draft.tokens
+        if self.branch is None:
+            return main, None, [(self.draft, list(range(len(main))))]
+        shared = common_prefix(main, self.branch.tokens)
+        suffix = self.branch.tokens[shared:]
+        parents = [i - 1 for i in range(len(main))]
+        parents += [shared - 1 if i == 0 else len(main) + i - 1 for i in range(len(suffix))]
+        branch_path = list(range(shared)) + [len(main) + i for i in range(len(suffix))]
+        return main + suffix, parents, [(self.draft, list(range(len(main)))), (self.branch, branch_path)]
+
+    @property
+    def source(self) -> str:
+        return self.draft.source if self.draft.tokens else "none"
+
+
+class DraftPolicy:
+    """Chooses each step's draft for one request among its proposer's parts (see the module docstring).
+
+    ``adaptive=False`` drafts as much as the best-scoring part may (room, available, cap): fixed-k
+    speculation, for comparison.
+    """
+
+    def __init__(self, proposer: Proposer | None, cost: CostModel, adaptive: bool = True,
+                 priors: dict[str, float] | None = None, trees: bool = True):
+        self.proposer = proposer
+        self.cost = cost
+        self.adaptive = adaptive
+        self.trees = trees
+        self.priors = PRIORS if priors is None else priors
+        self.trackers: dict[str, AcceptanceTracker] = {}
+
+    def tracker(self, context: str) -> AcceptanceTracker:
+        found = self.trackers.get(context)
+        if found is None:
+            alpha = self.priors.get(context, self.priors.get(context.split("/")[0], 0.6))
+            found = self.trackers[context] = AcceptanceTracker(prior_alpha=alpha)
+        return found
+
+    def decide(self, room: int, batch_tokens: int = 0, batch_expected: float = 0.0) -> Decision:
+        """The draft for this step: at most ``room`` tokens, given ``batch_tokens`` already in the pass
+        (other requests' tokens, and this request's pending tokens beyond the first) expected to yield
+        ``batch_expected`` tokens."""
+        if self.proposer is None or room <= 0:
+            return Decision(cost=self.cost.ratio(batch_tokens + 1))
+        options = [self._option(part, room, batch_tokens, batch_expected) for part in self.proposer.parts()]
+        options = [o for o in options if o is not None]
+        if not options:
+            return Decision(cost=self.cost.ratio(batch_tokens + 1))
+        best = max(options, key=lambda o: (o.k > 0, o.score))  # first part wins ties
+        draft = best.part.propose(best.k) if best.k > 0 else EMPTY_DRAFT
+        expected = float(self.tracker(best.context).expected_tokens(len(draft))[-1])
+        decision = Decision(draft, best, options, expected, self.cost.ratio(batch_tokens + len(draft) + 1))
+        if self.trees and self.adaptive and draft.tokens:
+            for other in sorted((o for o in options if o is not best), key=lambda o: -o.score):
+                if self._add_branch(decision, other, room, batch_tokens, batch_expected):
+                    break
+        return decision
+
+    def _add_branch(self, decision: Decision, other: Option, room: int, batch_tokens: int,
+                    batch_expected: float) -> bool:
+        """Add ``other``'s draft as a second branch when it raises expected tokens per unit time.
+
+        Where the two drafts part (after a shared prefix of j tokens) at most one is right. The branch adds
+        tokens only when the main draft is accepted up to j and rejected there, while the branch's token is
+        the target's: probability α_A^j · min(1 − α_A, α_B) (per-token estimates α of the two contexts); it
+        then yields the expected accepted run of its next L tokens, Σ_{i<L} α_B^i, at the cost of L more
+        tokens in the pass.
+        """
+        main = decision.draft.tokens
+        would = other.part.propose(other.limit).tokens
+        shared = common_prefix(main, would)
+        spare = room - len(main)
+        longest = min(len(would) - shared, spare)
+        if longest <= 0:
+            return False
+        alpha_a = self.tracker(decision.chosen.context).alpha
+        alpha_b = self.tracker(other.context).alpha
+        p_switch = alpha_a**shared * min(1.0 - alpha_a, alpha_b)
+        sizes = np.arange(1, longest + 1)
+        gain = p_switch * np.cumsum(alpha_b ** (sizes - 1.0))
+        base = batch_expected + decision.expected
+        scores = (base + gain) / self.cost.ratios(batch_tokens + len(main) + sizes + 1)
+        best = int(np.argmax(scores))
+        if scores[best] <= base / decision.cost:
+            return False
+        decision.branch = Draft(would[: shared + best + 1], None, other.part.active_source())
+        decision.branch_option = other
+        decision.expected = base - batch_expected + float(gain[best])
+        decision.cost = self.cost.ratio(batch_tokens + len(main) + best + 2)
+        return True
+
+    def _option(self, part: Proposer, room: int, batch_tokens: int, batch_expected: float) -> Option | None:
+        available = min(room, part.available())
+        if available <= 0:
+            return None
+        context = part.context()
+        tracker = self.tracker(context)
+        cap = part.suggested_cap()
+        limit = min(available, cap) if cap is not None else available
+        if self.adaptive:
+            k = choose_k(tracker, self.cost, room, available, cap, batch_tokens, batch_expected)
+        else:
+            k = limit
+        expected = float(tracker.expected_tokens(k)[-1])
+        score = (batch_expected + expected) / self.cost.ratio(batch_tokens + k + 1)
+        return Option(part, context, k, score, tracker.alpha, limit)
+
+    def record(self, decision: Decision, emitted: Sequence[int]) -> None:
+        """Learn from one verified step's ``emitted`` tokens (call before the proposer observes them): each
+        part from how much of what it drafted, or would have drafted, equals them. (Only a part that drafted
+        is rejected by the target itself; for the others the emitted tokens tell the same: the target's token
+        where their draft departs.)"""
+        chosen = decision.chosen
+        for option in decision.options:
+            if option is chosen and decision.draft.tokens:
+                would = decision.draft.tokens
+            elif option is decision.branch_option:
+                would = decision.branch.tokens
+            else:
+                would = option.part.propose(min(option.limit, len(emitted))).tokens
+            if would:
+                matched = common_prefix(would, emitted)
+                self.tracker(option.context).record(min(len(would), len(emitted)), matched)
+            elif option is chosen:
+                self.tracker(option.context).record(0, 0)  # an idle step: counts towards the next probe
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
