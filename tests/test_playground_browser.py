@@ -159,6 +159,8 @@ def test_playground_runs_an_example_in_chromium(browser_tools, server, artifacts
             assert passes_with < passes_without
             assert _int(stat(with_pane, "accepted")) > 0 and _int(stat(with_pane, "rejected")) > 0
             assert _int(stat(without, "accepted")) == 0
+            assert re.search(r"prediction \d+ / \d+", with_pane.locator(".sources").text_content())
+            assert without.locator(".sources").text_content() == "No draft tokens proposed."  # plain decoding
             assert _int(stat(with_pane, "tokens")) == _int(stat(without, "tokens")) == MAX_TOKENS
             for pane in (with_pane, without):
                 assert re.fullmatch(r"\d+\.\d s|\d+\.\d\d s", stat(pane, "wall"))

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, get_args
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -607,12 +607,10 @@ async def completions(request: Request) -> Response:
     return await respond(request, CompletionFormat(), req, translated)
 
 
-DEFAULT_METHODS = ("auto", "none", "ngram", "prediction")
-
-
 def _model_card(request: Request) -> P.ModelCard:
     engine = request.app.state.engine
-    methods = list(getattr(engine, "speculation_methods", DEFAULT_METHODS))  # an engine with a drafter adds its own
+    # what the engine says it serves (a drafter adds its methods), else every value the request field accepts
+    methods = list(getattr(engine, "speculation_methods", None) or get_args(P.Speculation.model_fields["method"].annotation))
     return P.ModelCard(
         id=engine.model_name, created=request.app.state.created, max_model_len=engine.max_model_len,
         speculation_methods=methods,

@@ -39,6 +39,7 @@
     constructor(root) {
       this.root = root;
       this.out = root.querySelector(".out");
+      this.sources = root.querySelector(".sources");
       this.dd = {};
       const dl = root.querySelector(".stats");
       for (const [key, label] of STATS) {
@@ -57,7 +58,7 @@
 
     reset() {
       this.out.textContent = "";
-      this.out.classList.remove("error");
+      this.sources.textContent = "";
       this.root.dataset.state = "idle";
       this.text = "";
       this.chunks = 0;
@@ -116,7 +117,7 @@
         if (Number.isFinite(d.rejected_prediction_tokens)) this.rejected = d.rejected_prediction_tokens;
       }
       if (stats && Number.isFinite(stats.forward_passes)) this.passes = stats.forward_passes;
-      this.stats = stats || null;
+      this.sources.textContent = describeSources(stats);
     }
 
     finish() {
@@ -157,6 +158,16 @@
     set(key, value) {
       if (this.dd[key].textContent !== value) this.dd[key].textContent = value;
     }
+  }
+
+  /** "draft tokens accepted / proposed: prediction 146 / 158 · n-gram 3 / 20" from the stats block. */
+  function describeSources(stats) {
+    const sources = stats && stats.sources;
+    if (!sources) return "";
+    const parts = Object.entries(sources)
+      .filter(([, c]) => c && c.proposed > 0)
+      .map(([name, c]) => `${METHOD_LABELS[name] || name} ${c.accepted} / ${c.proposed}`);
+    return parts.length ? "Draft tokens accepted / proposed: " + parts.join(" · ") : "No draft tokens proposed.";
   }
 
   // -- streaming ----------------------------------------------------------------------------------
