@@ -18,11 +18,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
+from pathlib import Path
+from typing import Callable, get_args
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from pydantic import BaseModel, ValidationError
@@ -32,6 +34,7 @@ from foretell.config import SpeculationParams
 from foretell.engine.api import RequestOutput, RequestStats
 from foretell.server import protocol as P
 from foretell.engine.detok import TokenTexts
+from foretell.server.provenance import ProvenanceTape
 from foretell.server.errors import APIError, from_engine_error, from_validation_error, install_error_handlers
 from foretell.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from foretell.server.openapi import openapi_document
@@ -41,6 +44,7 @@ FINGERPRINT = f"fp_foretell_{__version__}"
 DISCONNECT_POLL_S = 0.5
 MAX_CHOICES = 128
 PARSE_INLINE_BYTES = 256 * 1024  # larger bodies are parsed off the event loop
+STATIC_DIR = Path(__file__).parent / "static"  # the playground: plain HTML/CSS/JS, no build step
 _ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
 
 
@@ -218,12 +222,16 @@ def _finite(x: float) -> float:
 class Run:
     """Accumulates one HTTP request's choices; knows its format (chat or completion) and timing."""
 
-    def __init__(self, app_state, fmt: "ChatFormat | CompletionFormat", plan: P.Plan, include_usage: bool):
+    def __init__(
+        self, app_state, fmt: "ChatFormat | CompletionFormat", plan: P.Plan, include_usage: bool, provenance: bool = False
+    ):
         self.state = app_state
         self.fmt = fmt
         self.plan = plan
         self.include_usage = include_usage
         self.choices = [ChoiceState() for _ in plan.requests]
+        # opt-in stream extension (stream_options.include_provenance): one provenance tape per choice
+        self.tapes = [ProvenanceTape(app_state.engine.tokenizer) for _ in plan.requests] if provenance else None
         self.id = fmt.prefix + uuid.uuid4().hex
         self.created = int(time.time())
         self.model = app_state.engine.model_name
@@ -502,7 +510,8 @@ async def respond(request: Request, fmt, req, translated: Translated) -> Respons
     state = request.app.state
     plan = translated.plan
     include_usage = bool(req.stream and req.stream_options and req.stream_options.include_usage)
-    run = Run(state, fmt, plan, include_usage)
+    provenance = bool(req.stream and req.stream_options and req.stream_options.include_provenance)
+    run = Run(state, fmt, plan, include_usage, provenance)
     fanout = Fanout(state.engine, plan.requests)
     try:
         if req.stream:
@@ -590,7 +599,25 @@ async def _sse(run: Run, fanout: Fanout, first: list):
 def _chunks(run: Run, ev) -> list[str]:
     i, out = ev
     text, lps = run.absorb(i, out)
-    return [_sse_data(c) for c in run.fmt.delta(run, i, text, lps, out)]
+    chunks = run.fmt.delta(run, i, text, lps, out)
+    if run.tapes is not None:
+        _add_provenance(run.tapes[i], out, text, chunks)
+    return [_sse_data(c) for c in chunks]
+
+
+def _add_provenance(tape: ProvenanceTape, out: RequestOutput, text: str, chunks: list[dict]) -> None:
+    """The provenance extension: each chunk of the choice gets ``choices[0].foretell`` with the spans of its
+    text (the first chunk carries the text) and the choice's running token counts."""
+    tape.add(out)
+    spans = tape.spans(text)
+    s = out.stats
+    for j, chunk in enumerate(chunks):
+        chunk["choices"][0]["foretell"] = {
+            "spans": spans if j == 0 else [],
+            "completion_tokens": s.completion_tokens,
+            "accepted_prediction_tokens": s.accepted_prediction_tokens,
+            "forward_passes": s.forward_passes,
+        }
 
 
 # -- routes ---------------------------------------------------------------------------------------
@@ -617,7 +644,12 @@ async def completions(request: Request) -> Response:
 
 def _model_card(request: Request) -> P.ModelCard:
     engine = request.app.state.engine
-    return P.ModelCard(id=engine.model_name, created=request.app.state.created, max_model_len=engine.max_model_len)
+    # what the engine says it serves (a drafter adds its methods), else every value the request field accepts
+    methods = list(getattr(engine, "speculation_methods", None) or get_args(P.Speculation.model_fields["method"].annotation))
+    return P.ModelCard(
+        id=engine.model_name, created=request.app.state.created, max_model_len=engine.max_model_len,
+        speculation_methods=methods,
+    )
 
 
 @v1.get("/models")
@@ -632,6 +664,12 @@ async def get_model(request: Request, model_id: str) -> JSONResponse:
 
 
 other = APIRouter()
+
+
+@other.get("/", include_in_schema=False)
+async def playground() -> FileResponse:
+    """The playground page (static; it talks to /v1 like any client)."""
+    return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
 
 @other.get("/health")
@@ -663,4 +701,5 @@ def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_
     app.add_middleware(_CountRequests, metrics=app.state.metrics)
     app.include_router(v1)
     app.include_router(other)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -7,7 +7,8 @@ response format, logit_bias, echo, suffix, best_of) are refused with 400 rather 
 Extensions beyond OpenAI: ``prediction`` on /v1/completions too, and with n > 1, logprobs, penalties and
 max_completion_tokens (all lossless); ``prediction_search_length`` (Azure's
 ``x-ms-oai-ev3-predictor_search_length`` header, the body wins); ``top_k``, ``min_p``,
-``repetition_penalty``, ``ignore_eos``.
+``repetition_penalty``, ``ignore_eos``; ``stream_options.include_provenance`` (per-chunk spans taken from
+the prediction); ``speculation_methods`` on model cards.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Speculation(_Strict):
 
 class StreamOptions(_Strict):
     include_usage: bool | None = None
+    include_provenance: bool | None = None  # extension: per-chunk spans taken from the prediction
 
 
 class _Common(_Strict):
@@ -437,6 +439,7 @@ class ModelCard(BaseModel):
     created: int
     owned_by: str = "foretell"
     max_model_len: int
+    speculation_methods: list[str]  # extension: the values of the request field speculation.method served
 
 
 class ModelList(BaseModel):
