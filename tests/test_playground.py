@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from foretell.engine.api import RequestOutput, RequestStats
 from foretell.server import build_app
 from foretell.server.app import STATIC_DIR
-from foretell.server.detok import _byte_decoder
+from foretell.engine.detok import _byte_decoder
 from foretell.server.provenance import ProvenanceTape
 from foretell.testing import make_tiny_tokenizer
 from foretell.testing.serve import printable_tiny_engine, serve_in_thread

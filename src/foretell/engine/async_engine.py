@@ -58,6 +58,10 @@ class AsyncEngine:
     def max_model_len(self) -> int:
         return self.engine.max_model_len
 
+    @property
+    def speculation_methods(self) -> tuple[str, ...]:
+        return self.engine.speculation_methods
+
     def validate(self, req: GenerationRequest) -> None:
         self.engine.validate(req)
 

@@ -95,6 +95,12 @@ class LLMEngine:
             engine.cost = CostModel(points)
         return engine, resolved.name
 
+    @property
+    def speculation_methods(self) -> tuple[str, ...]:
+        """The ``speculation.method`` values this engine serves (draft and cascade need a draft model)."""
+        base = ("auto", "none", "ngram", "prediction")
+        return base + ("draft", "cascade") if self.drafter is not None else base
+
     # -- requests ---------------------------------------------------------------------------------
     def validate(self, req: GenerationRequest) -> None:
         """Raise RequestTooLongError / ConfigError for a request that can never run."""

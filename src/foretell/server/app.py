@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable, get_args
+from typing import Callable
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
@@ -644,8 +644,8 @@ async def completions(request: Request) -> Response:
 
 def _model_card(request: Request) -> P.ModelCard:
     engine = request.app.state.engine
-    # what the engine says it serves (a drafter adds its methods), else every value the request field accepts
-    methods = list(getattr(engine, "speculation_methods", None) or get_args(P.Speculation.model_fields["method"].annotation))
+    # what the engine says it serves (a drafter adds draft and cascade), else the methods every engine serves
+    methods = list(getattr(engine, "speculation_methods", None) or ("auto", "none", "ngram", "prediction"))
     return P.ModelCard(
         id=engine.model_name, created=request.app.state.created, max_model_len=engine.max_model_len,
         speculation_methods=methods,
