@@ -188,3 +188,34 @@ def test_adaptive_k_stops_drafting_a_failing_prediction():
         ntok, ids = _batch([output], width=512)
         sizes.append(len(book.step(row, [[token]], ntok, ids)[0]))
     assert sizes[0] > 0 and max(sizes[-10:]) < sizes[0]  # smaller drafts once the evidence turns
+
+
+# -- the bench's vLLM rows ------------------------------------------------------------------------------
+def test_bench_vllm_rows_ratios_and_targets():
+    from foretell.bench.harness import RunResult, vllm_rows
+    from foretell.bench.report import _vllm_engine_section
+    from foretell.bench.workloads import Task
+
+    def run(mode, wall, ids):
+        return RunResult(variant=f"vllm_{mode}", token_ids=ids, wall_s=wall, ttft_s=0.1, decode_s=wall - 0.1,
+                         first_chunk=1, forward_passes=len(ids))
+
+    tasks = [Task("snake/verbatim", "verbatim", "verbatim", "", [1], (2,), 8),
+             Task("snake/score", "edit", "score", "", [1], (2,), 8)]
+    walls = {"plain": (10.0, 10.0), "ngram": (4.0, 8.0), "foretell": (2.0, 4.0)}
+    raw = {"runs": {m: {t.name: run(m, w, [1, 2, 3] if m != "ngram" or t.suite == "edit" else [1, 2, 4])
+                        for t, w in zip(tasks, ws)} for m, ws in walls.items()},
+           "concurrency": {m: ([run(m, 1.0, [1, 2])] * 2, w) for m, w in (("plain", 4.0), ("ngram", 2.0),
+                                                                            ("foretell", 2.5))}}
+    out = vllm_rows(raw, tasks, [(tasks[0], 8), (tasks[1], 8)])
+    verbatim, edit = out["tasks"]
+    assert verbatim["foretell_vs_ngram"] == pytest.approx(2.0) and edit["foretell_vs_ngram"] == pytest.approx(2.0)
+    assert verbatim["runs"]["ngram"]["identical_vs_vllm_plain"] is False
+    assert edit["runs"]["foretell"]["speedup_vs_vllm_plain"] == pytest.approx(2.5)
+    summary = out["summary"]
+    assert summary["edit_geomean_foretell_vs_ngram"] == pytest.approx(2.0)
+    assert summary["worst_foretell_vs_ngram"] == pytest.approx(0.8)  # the concurrent batch: 2.0 s vs 2.5 s
+    assert [t["met"] for t in summary["targets"]] == [True, False]
+    text = "\n".join(_vllm_engine_section({"vllm_engine": out, "meta": {"dtype": "bfloat16", "vllm_k": 32},
+                                           "tasks": []}))
+    assert "snake/score" in text and "SHORT" in text

@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 def vllm_argv(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The vLLM server's command line for ``args`` plus the pass-through options ``extra``."""
     name = args.served_model_name or Path(args.model).name
-    argv = ["--model", str(args.model), "--served-model-name", name, "--host", args.host, "--port", str(args.port)]
+    names = [name] if name == "default" else [name, "default"]  # "default" as on the embedded server
+    argv = ["--model", str(args.model), "--served-model-name", *names, "--host", args.host, "--port", str(args.port)]
     if not any(a == "--speculative-config" or a.startswith("--speculative-config=") for a in extra):
         spec = {"method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": args.k}
         argv += ["--speculative-config", json.dumps(spec)]
