@@ -5,14 +5,19 @@ The end-to-end tests against a real vLLM server are in tests/test_vllm_server.py
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.testclient import TestClient
 
 from foretell.integrations.vllm import XARG_METHOD, XARG_PREDICTION, XARG_SEARCH_LENGTH
 from foretell.integrations.vllm.adapter import Row, UnsupportedVLLMVersion, check_version
+from foretell.integrations.vllm.middleware import PredictionMiddleware
 from foretell.integrations.vllm.proposer import DraftBook, ProposerConfig, speculation_for
 from foretell.integrations.vllm.request import (
     ForetellFields, SpecStats, matched_tokens, parse_fields, patch_usage, rewrite_body, usage_details,
@@ -219,3 +224,60 @@ def test_bench_vllm_rows_ratios_and_targets():
     text = "\n".join(_vllm_engine_section({"vllm_engine": out, "meta": {"dtype": "bfloat16", "vllm_k": 32},
                                            "tasks": []}))
     assert "snake/score" in text and "SHORT" in text
+
+
+# -- the middleware, around a stand-in ASGI app with vLLM's response shapes -----------------------------
+class _CharTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+
+def _middleware_client(answer: str):
+    """The middleware around an app that records the body it got and answers like vLLM (JSON or SSE)."""
+    app, seen = FastAPI(), []
+    metrics = {"speculative_decoding": {"num_draft_tokens": 10, "num_accepted_draft_tokens": 6, "num_spec_steps": 2}}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        seen.append(body)
+        usage = {"prompt_tokens": 3, "completion_tokens": len(answer), "total_tokens": 3 + len(answer)}
+        if not body.get("stream"):
+            return JSONResponse({"choices": [{"index": 0, "message": {"role": "assistant", "content": answer}}],
+                                 "usage": usage, "metrics": metrics})
+
+        async def events():
+            for ch in answer:
+                yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': ch}}]})}\n\n"
+            yield f"data: {json.dumps({'choices': [], 'usage': usage, 'metrics': metrics})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    app.add_middleware(PredictionMiddleware)
+    return TestClient(app), seen
+
+
+def test_middleware_moves_prediction_and_patches_usage(monkeypatch):
+    monkeypatch.setattr(PredictionMiddleware, "tokenizer", lambda self, scope: _CharTokenizer())
+    client, seen = _middleware_client("abcdefgh")
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}],
+            "prediction": {"type": "content", "content": "abcdXYZ"}}
+    r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200
+    assert "prediction" not in seen[-1] and seen[-1]["vllm_xargs"][XARG_PREDICTION] == [ord(c) for c in "abcdXYZ"]
+    usage = r.json()["usage"]
+    # 4 output tokens match the prediction (abcd), vLLM accepted 6 drafts: accepted 4, rejected 7 - 4
+    assert usage["completion_tokens_details"]["accepted_prediction_tokens"] == 4
+    assert usage["completion_tokens_details"]["rejected_prediction_tokens"] == 3
+    assert r.json()["foretell"] == {"forward_passes": 2, "draft_tokens_proposed": 10, "draft_tokens_accepted": 6}
+    assert int(r.headers["content-length"]) == len(r.content)
+
+    with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as s:
+        events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: {")]
+    assert "".join(e["choices"][0]["delta"]["content"] for e in events[:-1]) == "abcdefgh"
+    assert events[-1]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 4
+
+    r = client.post("/v1/chat/completions", json={**body, "prediction": {"type": "content", "content": [{"type": "x"}]}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prediction.content[0].type"
+    assert len(seen) == 2  # the bad request never reached vLLM
