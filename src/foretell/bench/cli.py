@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "or the reference curve from REFERENCE §4")
     p.add_argument("--concurrency", default="1,4,8", help="simultaneous requests for the concurrency suite")
     p.add_argument("--concurrency-max-tokens", type=int, default=256)
+    p.add_argument("--engine", choices=["embedded", "vllm"], default="embedded",
+                   help="vllm: also run the verbatim/edit tasks and the largest concurrency level on vLLM plain, "
+                        "vLLM ngram (file in the prompt) and vLLM + foretell's plugin (needs .venv-vllm, see "
+                        "docs/VLLM.md); the embedded engine runs beside it as usual")
+    p.add_argument("--vllm-k", type=int, default=32, help="vLLM num_speculative_tokens, ngram and foretell alike")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -88,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         record_only=args.record_only,
         concurrency=tuple(int(n) for n in args.concurrency.split(",") if n.strip()),
         concurrency_max_tokens=args.concurrency_max_tokens,
+        engine=args.engine,
+        vllm_k=args.vllm_k,
         progress=not args.no_progress and sys.stderr.isatty(),
         argv=list(sys.argv[1:] if argv is None else argv),
     )
@@ -165,6 +172,19 @@ def _console_summary(result: dict) -> str:
     for r in result.get("concurrency") or []:
         lines.append(f"  concurrency {r['n']} {r['mode']:10s} {r['agg_tok_s']:8.1f} tok/s "
                      f"{'ratio ' + _x(r.get('speedup_vs_plain')) if r['mode'] == 'prediction' else ''}")
+    ve = result.get("vllm_engine") or {}
+    for r in ve.get("tasks", []):
+        runs = r["runs"]
+        lines.append(f"  vLLM {r['name']:37s} {r['output_tokens']:5d} tok  plain {_f(runs['plain']['tok_s'], 1):>6s} "
+                     f"ngram {_f(runs['ngram']['tok_s'], 1):>6s} foretell {_f(runs['foretell']['tok_s'], 1):>6s} tok/s  "
+                     f"foretell/ngram {_x(r['foretell_vs_ngram']):>7s}  identical "
+                     f"{'yes' if runs['foretell']['identical_vs_vllm_plain'] else 'NO'}")
+    for c in ve.get("concurrency", []):
+        lines.append(f"  vLLM concurrency {c['n']} {c['mode']:9s} {c['agg_tok_s']:8.1f} tok/s "
+                     f"vs ngram {_x(c.get('speedup_vs_vllm_ngram'))}")
+    for t in (ve.get("summary") or {}).get("targets", []):
+        state = "met" if t["met"] else ("SHORT" if t["met"] is False else "n/a")
+        lines.append(f"  vLLM target {t['target']}: {_f(t['measured'])} ({state})")
     for t in summary.get("targets", []):
         state = "met" if t["met"] else ("SHORT" if t["met"] is False else "n/a")
         lines.append(f"  target {t['target']}: {_f(t['measured'])} ({state})")

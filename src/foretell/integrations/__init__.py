@@ -1,0 +1,1 @@
+"""Integrations of foretell's draft sources with other serving engines (each imports its engine lazily)."""

@@ -1,0 +1,212 @@
+"""ASGI middleware for vLLM's OpenAI server (``--middleware foretell.integrations.vllm.middleware.PredictionMiddleware``).
+
+Requests to ``/v1/chat/completions`` and ``/v1/completions``: foretell's fields (``prediction``,
+``prediction_search_length``, ``speculation``) are validated (a bad value gets a 400 in OpenAI's error shape
+naming the field, before vLLM sees the request), the prediction is tokenised with the served model's
+tokenizer and everything moves into ``vllm_xargs`` (:mod:`.request`).
+
+Responses: the usage gets OpenAI's ``accepted_prediction_tokens`` / ``rejected_prediction_tokens`` and the
+body a ``foretell`` stats block (:func:`.request.usage_details`); when streaming, the chunk that carries the
+usage (``stream_options.include_usage``) is patched, as OpenAI puts usage in the last chunk. vLLM's
+per-request speculative-decoding metrics (``--per-request-spec-decode-metrics summary``) feed both.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Awaitable, Callable
+
+from foretell.integrations.vllm import adapter
+from foretell.integrations.vllm.request import (
+    SpecStats, matched_tokens, parse_fields, patch_usage, rewrite_body, usage_details,
+)
+from foretell.server.errors import APIError
+
+log = logging.getLogger("foretell.vllm")
+PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
+Message = dict[str, Any]
+
+
+class _Exchange:
+    """What one request needs on the way back: the prediction's ids and the text of each choice."""
+
+    def __init__(self, kind: str, prediction_ids: list[int], tokenizer: Any):
+        self.kind, self.prediction_ids, self.tokenizer = kind, prediction_ids, tokenizer
+        self.texts: dict[int, list[str]] = {}
+
+    def add_choices(self, payload: dict[str, Any]) -> None:
+        for choice in payload.get("choices") or ():
+            part = choice.get("text") if self.kind == "completion" else \
+                (choice.get("message") or choice.get("delta") or {}).get("content")
+            if part:
+                self.texts.setdefault(int(choice.get("index", 0)), []).append(part)
+
+    def patch(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` with prediction counts in its usage and the ``foretell`` block (if it has usage)."""
+        usage = payload.get("usage")
+        if not isinstance(usage, dict):
+            return payload
+        matched = [matched_tokens(self.prediction_ids, self._ids("".join(parts))) for parts in self.texts.values()]
+        details, stats = usage_details(len(self.prediction_ids), matched or [0], int(usage.get("completion_tokens", 0)),
+                                       SpecStats.from_response(payload))
+        out = {**payload, "usage": patch_usage(usage, details)}
+        if stats is not None:
+            out["foretell"] = stats
+        return out
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False)) if text and self.prediction_ids else []
+
+
+class PredictionMiddleware:
+    """Pure ASGI middleware (streaming bodies pass through event by event)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]):
+        self.app = app
+        self._tokenizer: Any = None
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        kind = PATHS.get(scope.get("path", "")) if scope.get("type") == "http" else None
+        if kind is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        raw = await _read_body(receive)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):  # vLLM answers malformed bodies itself
+            await self.app(scope, _replay(raw, receive), send)
+            return
+        try:
+            fields = parse_fields(body)
+            tokenizer = self.tokenizer(scope)
+            ids = list(tokenizer.encode(fields.prediction, add_special_tokens=False)) if fields.prediction else []
+        except APIError as exc:
+            await _send_json(send, exc.status, exc.body())
+            return
+        new_raw = json.dumps(rewrite_body(body, fields, ids)).encode()
+        exchange = _Exchange(kind, ids, tokenizer)
+        await self.app(_with_length(scope, len(new_raw)), _replay(new_raw, receive), _ResponsePatcher(send, exchange))
+
+    def tokenizer(self, scope: dict) -> Any:
+        """The served model's tokenizer (loaded once, from the path in vLLM's config)."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            adapter.check_version()
+            config = adapter.app_vllm_config(scope.get("app"))
+            if config is None:
+                raise APIError(503, "the server is starting", code="not_ready")
+            self._tokenizer = AutoTokenizer.from_pretrained(adapter.tokenizer_path(config))
+        return self._tokenizer
+
+
+class _ResponsePatcher:
+    """Wraps ``send``: a JSON body is buffered and patched; an event stream is patched event by event."""
+
+    def __init__(self, send: Callable, exchange: _Exchange):
+        self.send, self.exchange = send, exchange
+        self.start: Message | None = None
+        self.stream = False
+        self.buffer = b""
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = {k.lower(): v for k, v in message.get("headers", [])}
+            self.stream = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            if message.get("status", 200) != 200:
+                self.exchange = None  # errors pass through untouched
+            if self.stream or self.exchange is None:
+                await self.send(message)
+            else:
+                self.start = message  # sent with the patched body's length
+            return
+        if message["type"] != "http.response.body":
+            await self.send(message)
+            return
+        if self.exchange is None:
+            await self.send(message)
+        elif self.stream:
+            await self._stream(message)
+        else:
+            await self._json(message)
+
+    async def _json(self, message: Message) -> None:
+        self.buffer += message.get("body", b"")
+        if message.get("more_body"):
+            return
+        body = self.buffer
+        try:
+            payload = json.loads(body)
+            self.exchange.add_choices(payload)
+            body = json.dumps(self.exchange.patch(payload)).encode()
+        except Exception as exc:  # noqa: BLE001 - never lose vLLM's answer over a usage field
+            log.warning("foretell: response left unpatched (%s)", exc)
+        start = dict(self.start or {"type": "http.response.start", "status": 200, "headers": []})
+        start["headers"] = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        start["headers"].append((b"content-length", str(len(body)).encode()))
+        await self.send(start)
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _stream(self, message: Message) -> None:
+        self.buffer += message.get("body", b"")
+        events, sep, rest = self.buffer.rpartition(b"\n\n")
+        self.buffer = rest
+        out = b"".join(self._event(e) + b"\n\n" for e in events.split(b"\n\n")) if sep else b""
+        if not message.get("more_body"):
+            out += self.buffer
+            self.buffer = b""
+        if out or not message.get("more_body"):
+            await self.send({"type": "http.response.body", "body": out, "more_body": bool(message.get("more_body"))})
+
+    def _event(self, event: bytes) -> bytes:
+        if not event.startswith(b"data: ") or event.strip() == b"data: [DONE]":
+            return event
+        try:
+            payload = json.loads(event[6:])
+        except ValueError:
+            return event
+        self.exchange.add_choices(payload)
+        if not isinstance(payload.get("usage"), dict):
+            return event
+        return b"data: " + json.dumps(self.exchange.patch(payload)).encode()
+
+
+async def _read_body(receive: Callable) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Callable) -> Callable[[], Awaitable[Message]]:
+    """``receive`` that hands over ``body`` once, then waits on the client's (for its disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _with_length(scope: dict, length: int) -> dict:
+    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
+    return {**scope, "headers": headers + [(b"content-length", str(length).encode())]}
+
+
+async def _send_json(send: Callable, status: int, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,201 @@
+"""foretell's draft source as a vLLM ``custom_class`` proposer: per-request predictions inside one batch.
+
+vLLM builds it with ``ForetellProposer(vllm_config)`` in the model runner and calls
+``propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=...)`` once per engine step,
+one row per request of the runner's batch; a row's draft may be empty and lengths vary (at most
+``num_speculative_tokens``). The runner itself (for request ids and ``extra_args``) arrives through
+:meth:`ForetellProposer.bind_runner`, called by the hook in :mod:`.adapter`.
+
+Per request, the proposer is exactly the embedded engine's (:func:`foretell.core.prediction.make_proposer`):
+the prediction aligner with n-gram fallback when the request carries a prediction, n-gram lookup over the
+prompt otherwise; and the draft comes from the same draft policy (:class:`foretell.core.policy.DraftPolicy`:
+per-source acceptance estimates with counterfactual evidence, batch-aware adaptive k over a verify-cost
+curve; chains only, as vLLM verifies one draft per request). Nothing here touches vLLM internals beyond the arguments vLLM passes.
+
+Settings (environment, read once per worker): ``FORETELL_VLLM_ADAPTIVE_K`` (1 = on, default; 0 = always
+propose as much as is available, up to ``num_speculative_tokens``) and ``FORETELL_VLLM_COST_POINTS`` (JSON
+``{"n": t(n)/t(1)}``; default: the embedded engine's reference curve).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Collection, Sequence
+
+import numpy as np
+
+from foretell.config import ConfigError, SpeculationParams
+from foretell.core.adaptive_k import CostModel
+from foretell.core.policy import Decision, DraftPolicy
+from foretell.core.prediction import make_proposer
+from foretell.integrations.vllm import XARG_K_MAX, XARG_METHOD, XARG_PREDICTION, XARG_SEARCH_LENGTH
+from foretell.integrations.vllm import adapter
+
+log = logging.getLogger("foretell.vllm")
+
+# The embedded engine's reference curve (foretell.engine.cost.DEFAULT_COST_POINTS; not imported so that
+# the worker does not load the embedded engine's runner).
+REFERENCE_COST_POINTS = {1: 1.0, 2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52, 128: 2.3, 256: 4.0}
+
+
+@dataclass(frozen=True)
+class ProposerConfig:
+    """Validated settings of the vLLM proposer (``k`` = vLLM's ``num_speculative_tokens``)."""
+
+    k: int
+    max_model_len: int
+    adaptive_k: bool = True
+    cost_points: dict[int, float] = field(default_factory=lambda: dict(REFERENCE_COST_POINTS))
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.k <= 1024:
+            raise ConfigError("num_speculative_tokens", "must be between 1 and 1024")
+        if self.max_model_len < 2:
+            raise ConfigError("max_model_len", "must be >= 2")
+
+    @classmethod
+    def from_env(cls, k: int, max_model_len: int, env: dict[str, str] | None = None) -> "ProposerConfig":
+        env = os.environ if env is None else env
+        adaptive = env.get("FORETELL_VLLM_ADAPTIVE_K", "1").strip().lower() not in ("0", "false", "no", "off")
+        points = REFERENCE_COST_POINTS
+        if env.get("FORETELL_VLLM_COST_POINTS"):
+            try:
+                points = {int(n): float(r) for n, r in json.loads(env["FORETELL_VLLM_COST_POINTS"]).items()}
+            except (ValueError, AttributeError) as exc:
+                raise ConfigError("FORETELL_VLLM_COST_POINTS", f"must be a JSON object {{n: ratio}}: {exc}") from exc
+        return cls(k, max_model_len, adaptive, points)
+
+
+def speculation_for(extra_args: dict[str, Any]) -> tuple[SpeculationParams | None, int | None]:
+    """(the request's speculation settings or None for plain decoding, its k cap) from ``extra_args``
+    written by the middleware (see :func:`foretell.integrations.vllm.request.rewrite_body`)."""
+    method = str(extra_args.get(XARG_METHOD, "auto"))
+    if method == "none":
+        return None, None
+    prediction = extra_args.get(XARG_PREDICTION) if method in ("auto", "prediction") else None
+    ids = tuple(int(t) for t in prediction) if isinstance(prediction, (list, tuple)) and prediction else None
+    search = extra_args.get(XARG_SEARCH_LENGTH)
+    k_max = extra_args.get(XARG_K_MAX)
+    spec = SpeculationParams(prediction=ids, search_length=int(search) if search else None,
+                             method=method if method in ("auto", "ngram", "prediction") else "auto",
+                             k_max=int(k_max) if k_max is not None else None)
+    return spec, spec.k_max
+
+
+@dataclass
+class RequestDrafts:
+    """One request's draft state: the embedded engine's draft policy over its foretell proposer (chains only:
+    vLLM verifies one draft per request), how much output it has seen, and the last decision."""
+
+    policy: DraftPolicy
+    k_max: int | None = None
+    seen: int = 0
+    decision: Decision = field(default_factory=Decision)  # the draft sent this step, and why
+
+    def observe(self, new: Sequence[int]) -> None:
+        """Tokens appended since the last step: the accepted draft prefix plus the target's own token."""
+        if not new:
+            return
+        self.policy.record(self.decision, new)
+        self.decision = Decision()
+        self.seen += len(new)
+        if self.policy.proposer is not None:
+            self.policy.proposer.observe(list(new))
+
+    def propose(self, room: int, batch_tokens: int, batch_expected: float) -> Decision:
+        """The draft for this step (the embedded engine's ``LLMEngine._propose``)."""
+        room = min(room, self.k_max if self.k_max is not None else room)
+        self.decision = self.policy.decide(room, batch_tokens, batch_expected)
+        return self.decision
+
+
+class DraftBook:
+    """The proposer's logic without vLLM: per-request states keyed by request id, drafts for one batch.
+
+    ``step(rows, sampled_token_ids, num_tokens_no_spec, token_ids)`` takes the batch rows
+    (:class:`foretell.integrations.vllm.adapter.Row` or None) in vLLM's row order.
+    """
+
+    def __init__(self, config: ProposerConfig, newline_ids: Collection[int] | None = None):
+        self.config = config
+        self.cost = CostModel(config.cost_points)
+        self.newline_ids = newline_ids
+        self.requests: dict[str, RequestDrafts] = {}
+
+    def _state(self, row: adapter.Row) -> RequestDrafts:
+        state = self.requests.get(row.req_id)
+        if state is None:
+            spec, k_max = speculation_for(row.extra_args)
+            proposer = make_proposer(row.prompt_ids, spec, self.newline_ids) if spec is not None else None
+            policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=False)
+            state = self.requests[row.req_id] = RequestDrafts(policy, k_max)
+        return state
+
+    def forget_except(self, live: set[str]) -> None:
+        for req_id in [r for r in self.requests if r not in live]:
+            del self.requests[req_id]
+
+    def step(self, rows: Sequence[adapter.Row | None], sampled_token_ids: Sequence[Sequence[int]],
+             num_tokens_no_spec: np.ndarray, token_ids: np.ndarray) -> list[list[int]]:
+        drafts: list[list[int]] = []
+        batch_tokens, batch_expected = 0, 0.0
+        for i, (row, sampled) in enumerate(zip(rows, sampled_token_ids)):
+            num_tokens = int(num_tokens_no_spec[i])
+            if row is None or not sampled or num_tokens >= self.config.max_model_len - 1:
+                drafts.append([])  # a prompt chunk, a pooling row, or no room left
+                continue
+            state = self._state(row)
+            output = token_ids[i, len(row.prompt_ids):num_tokens]
+            if len(output) < state.seen:  # the output shrank (should not happen): start this request over
+                del self.requests[row.req_id]
+                state = self._state(row)
+            state.observe(output[state.seen:].tolist())
+            room = min(self.config.k, self.config.max_model_len - num_tokens - 1)
+            decision = state.propose(room, batch_tokens, batch_expected)
+            drafts.append(list(decision.draft.tokens))
+            batch_tokens += 1 + len(decision.draft)
+            batch_expected += decision.expected
+        return drafts
+
+
+class ForetellProposer:
+    """vLLM ``custom_class`` proposer: foretell's prediction aligner / n-gram drafts per request."""
+
+    def __init__(self, vllm_config: Any):
+        adapter.check_version()
+        adapter.install_runner_hook()  # the entry-point plugin normally did this already
+        k, max_model_len = adapter.proposer_settings(vllm_config)
+        self.book = DraftBook(ProposerConfig.from_env(k, max_model_len), _newline_ids(vllm_config))
+        self.runner: Any = None
+        log.info("foretell proposer: k <= %d, adaptive k %s", k, "on" if self.book.config.adaptive_k else "off")
+
+    def bind_runner(self, runner: Any) -> None:
+        self.runner = runner
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        """No model: drafts come from the prediction and the context."""
+
+    def propose(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: np.ndarray,
+                token_ids_cpu: np.ndarray, slot_mappings: Any = None) -> list[list[int]]:
+        if self.runner is None:
+            return [[] for _ in sampled_token_ids]
+        rows = list(adapter.batch_rows(self.runner))
+        self.book.forget_except(adapter.live_request_ids(self.runner))
+        return self.book.step(rows, sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
+
+
+def _newline_ids(vllm_config: Any) -> frozenset[int] | None:
+    """Token ids whose text holds a line break (one vocabulary scan at start-up), or None if the tokenizer
+    cannot be loaded (the aligner then guesses less sharply after a line break)."""
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(adapter.tokenizer_path(vllm_config))
+        texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+        return frozenset(i for i, text in enumerate(texts) if "\n" in text)
+    except Exception as exc:  # noqa: BLE001 - an optional refinement must not stop the server
+        log.warning("foretell proposer: no newline ids (%s)", exc)
+        return None

@@ -1,0 +1,283 @@
+"""The vLLM integration's pure parts, without vLLM: request translation, usage counts, per-request drafts.
+
+The end-to-end tests against a real vLLM server are in tests/test_vllm_server.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.testclient import TestClient
+
+from foretell.integrations.vllm import XARG_METHOD, XARG_PREDICTION, XARG_SEARCH_LENGTH
+from foretell.integrations.vllm.adapter import Row, UnsupportedVLLMVersion, check_version
+from foretell.integrations.vllm.middleware import PredictionMiddleware
+from foretell.integrations.vllm.proposer import DraftBook, ProposerConfig, speculation_for
+from foretell.integrations.vllm.request import (
+    ForetellFields, SpecStats, matched_tokens, parse_fields, patch_usage, rewrite_body, usage_details,
+)
+from foretell.integrations.vllm.serve import build_parser, vllm_argv
+from foretell.server.errors import APIError
+
+
+# -- importing ----------------------------------------------------------------------------------------
+def test_package_imports_without_vllm():
+    code = ("import sys, foretell.integrations.vllm.request, foretell.integrations.vllm.proposer, "
+            "foretell.integrations.vllm.middleware, foretell.integrations.vllm.serve; "
+            "assert 'vllm' not in sys.modules, 'vllm imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_version_pin_names_supported_versions():
+    assert check_version("0.32.0") == "0.32.0"
+    assert check_version("0.32.0+cpu") == "0.32.0+cpu"
+    with pytest.raises(UnsupportedVLLMVersion, match=r"supports vLLM 0\.32\.0 only \(found 0\.31\.1\)"):
+        check_version("0.31.1")
+
+
+# -- requests ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("prediction, text", [
+    ({"type": "content", "content": "def f():\n    pass\n"}, "def f():\n    pass\n"),
+    ({"type": "content", "content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "cd"}]}, "abcd"),
+])
+def test_parse_prediction_string_and_text_parts(prediction, text):
+    fields = parse_fields({"model": "m", "prediction": prediction, "prediction_search_length": 8})
+    assert fields == ForetellFields(text, 8)
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"prediction": {"type": "file", "content": "x"}}, "prediction.type"),
+    ({"prediction": {"type": "content"}}, "prediction.content"),
+    ({"prediction": {"type": "content", "content": 5}}, "prediction.content"),
+    ({"prediction": "just a string"}, "prediction"),
+    ({"prediction": {"type": "content", "content": [{"type": "image_url", "text": None}]}}, "prediction.content[0].type"),
+    ({"prediction": {"type": "content", "content": [{"type": "text"}]}}, "prediction.content[0].text"),
+    ({"prediction_search_length": 0}, "prediction_search_length"),
+    ({"speculation": {"method": "cascade"}}, "speculation.method"),
+    ({"speculation": {"method": "prediction"}}, "speculation.method"),
+])
+def test_bad_fields_are_400_naming_the_field(body, param):
+    with pytest.raises(APIError) as info:
+        parse_fields({"model": "m", **body})
+    assert info.value.status == 400
+    err = info.value.body()["error"]
+    assert err["param"] == param and err["type"] == "invalid_request_error" and err["message"]
+
+
+def test_rewrite_moves_fields_into_vllm_xargs():
+    body = {"model": "m", "messages": [], "prediction": {"type": "content", "content": "x"},
+            "prediction_search_length": 4, "speculation": {"method": "auto"},
+            "vllm_xargs": {"mine": 1, XARG_PREDICTION: [666]}}
+    out = rewrite_body(body, parse_fields(body), [5, 6, 7])
+    assert "prediction" not in out and "prediction_search_length" not in out and "speculation" not in out
+    assert out["vllm_xargs"] == {"mine": 1, XARG_PREDICTION: [5, 6, 7], XARG_SEARCH_LENGTH: 4}
+    assert out["messages"] == [] and out["model"] == "m"
+
+
+def test_rewrite_without_fields_keeps_body():
+    body = {"model": "m", "prompt": "x"}
+    assert rewrite_body(body, parse_fields(body), []) == body
+
+
+# -- usage ----------------------------------------------------------------------------------------------
+def test_matched_tokens_keeps_order():
+    assert matched_tokens([1, 2, 3, 4, 5], [1, 2, 9, 4, 5]) == 4
+    assert matched_tokens([1, 2, 3], [3, 2, 1]) == 1
+    assert matched_tokens([], [1]) == 0
+
+
+def test_usage_details_openai_semantics():
+    details, stats = usage_details(10, [8], completion_tokens=12, spec=SpecStats(num_draft_tokens=20,
+                                                                                num_accepted_draft_tokens=7,
+                                                                                num_spec_steps=3))
+    assert details == {"accepted_prediction_tokens": 7, "rejected_prediction_tokens": 3}  # capped by vLLM's count
+    # 3 verify steps emitted 7 + 3 tokens, 2 more came from steps without a draft
+    assert stats == {"forward_passes": 5, "draft_tokens_proposed": 20, "draft_tokens_accepted": 7}
+    # the last step overshot max_tokens: 2 steps emitted 30 tokens, 20 were kept
+    assert usage_details(0, [0], 20, SpecStats(30, 28, 2))[1]["forward_passes"] == 2
+    details, stats = usage_details(0, [0], completion_tokens=12, spec=None)
+    assert details == {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0} and stats is None
+    assert patch_usage({"completion_tokens": 3, "completion_tokens_details": None}, details)[
+        "completion_tokens_details"] == {"reasoning_tokens": 0, **details}
+
+
+def test_spec_stats_from_response():
+    payload = {"metrics": {"speculative_decoding": {"num_draft_tokens": 9, "num_accepted_draft_tokens": 4}}}
+    assert SpecStats.from_response(payload) == SpecStats(9, 4)
+    assert SpecStats.from_response({"metrics": None}) is None
+
+
+# -- the launcher ------------------------------------------------------------------------------------
+def test_launcher_passes_vllm_options_through():
+    args, extra = build_parser().parse_known_args(["--model", "/m/qwen", "--port", "9000", "--k", "16",
+                                                   "--tensor-parallel-size", "2", "--max-model-len", "2048"])
+    argv = vllm_argv(args, extra)
+    assert argv[argv.index("--port") + 1] == "9000"
+    assert '"num_speculative_tokens": 16' in argv[argv.index("--speculative-config") + 1]
+    assert "custom_class" in argv[argv.index("--speculative-config") + 1]
+    assert argv[-4:] == ["--tensor-parallel-size", "2", "--max-model-len", "2048"]
+    assert "foretell.integrations.vllm.middleware.PredictionMiddleware" in argv
+    own = vllm_argv(args, ["--speculative-config", '{"method": "ngram"}'])
+    assert own.count("--speculative-config") == 1 and own[-1] == '{"method": "ngram"}'
+
+
+# -- per-request drafts inside one batch ----------------------------------------------------------------
+def _batch(rows_tokens: list[list[int]], width: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    token_ids = np.zeros((len(rows_tokens), width), dtype=np.int32)
+    for i, toks in enumerate(rows_tokens):
+        token_ids[i, :len(toks)] = toks
+    return np.array([len(t) for t in rows_tokens], dtype=np.int32), token_ids
+
+
+def test_speculation_for_reads_extra_args():
+    spec, k = speculation_for({XARG_PREDICTION: [1, 2], XARG_SEARCH_LENGTH: 4})
+    assert spec.prediction == (1, 2) and spec.search_length == 4 and spec.uses_ngram and k is None
+    assert speculation_for({XARG_METHOD: "none", XARG_PREDICTION: [1]}) == (None, None)
+    spec, _ = speculation_for({XARG_METHOD: "ngram", XARG_PREDICTION: [1]})
+    assert spec.prediction is None and spec.uses_ngram and not spec.uses_prediction
+
+
+def test_each_request_drafts_from_its_own_prediction():
+    """Three requests in one batch: two predictions and one without; each draft continues its own."""
+    book = DraftBook(ProposerConfig(k=8, max_model_len=64, adaptive_k=False))
+    prompt = [100, 101, 102]
+    rows = [Row("a", prompt, {XARG_PREDICTION: [10, 11, 12, 13, 14, 15]}),
+            Row("b", prompt, {XARG_PREDICTION: [20, 21, 22, 23, 24, 25]}),
+            Row("c", prompt, {})]
+    # each request has produced its first output token, the first of its own prediction (c: 100)
+    ntok, ids = _batch([prompt + [10], prompt + [20], prompt + [100]])
+    drafts = book.step(rows, [[10], [20], [100]], ntok, ids)
+    assert drafts[0] == [11, 12, 13, 14, 15]
+    assert drafts[1] == [21, 22, 23, 24, 25]
+    assert drafts[2] == [101, 102, 100]  # n-gram lookup over the prompt, no prediction
+    # next step: a accepted 2 drafts (+ its own token 13), b diverged at once (token 99)
+    ntok, ids = _batch([prompt + [10, 11, 12, 13], prompt + [20, 99], prompt + [100, 101]])
+    drafts = book.step(rows, [[11, 12, 13], [99], [101]], ntok, ids)
+    assert drafts[0] == [14, 15]
+    assert not set(drafts[1]) & {10, 11, 12, 13, 14, 15}  # never request a's prediction
+    assert book.requests["a"].seen == 4 and book.requests["b"].seen == 2
+
+
+def test_finished_requests_are_forgotten_and_prefill_rows_skipped():
+    book = DraftBook(ProposerConfig(k=4, max_model_len=64, adaptive_k=False))
+    rows = [Row("a", [1, 2], {XARG_PREDICTION: [3, 4, 5]}), Row("b", [1, 2], {})]
+    ntok, ids = _batch([[1, 2, 3], [1, 2]])
+    assert book.step(rows, [[3], []], ntok, ids) == [[4, 5], []]  # b: a prompt chunk, nothing sampled
+    book.forget_except({"b"})
+    assert set(book.requests) == set()  # b never drafted, a is gone
+
+
+def test_no_draft_beyond_max_model_len():
+    book = DraftBook(ProposerConfig(k=8, max_model_len=6, adaptive_k=False))
+    rows = [Row("a", [1, 2], {XARG_PREDICTION: [3, 4, 5, 6, 7, 8]})]
+    ntok, ids = _batch([[1, 2, 3]])
+    assert book.step(rows, [[3]], ntok, ids) == [[4, 5]]  # 3 tokens + 2 drafts + the bonus = 6
+
+
+def test_adaptive_k_stops_drafting_a_failing_prediction():
+    """With the embedded engine's policy on, a prediction rejected again and again stops being drafted."""
+    book = DraftBook(ProposerConfig(k=8, max_model_len=512, adaptive_k=True))
+    prediction = list(range(1000, 1100))
+    row = [Row("a", [1, 2], {XARG_PREDICTION: prediction, XARG_METHOD: "prediction"})]
+    output = [1, 2]
+    sizes = []
+    for step in range(40):
+        token = 5000 + step  # the model never follows the prediction
+        output.append(token)
+        ntok, ids = _batch([output], width=512)
+        sizes.append(len(book.step(row, [[token]], ntok, ids)[0]))
+    assert sizes[0] > 0 and max(sizes[-10:]) < sizes[0]  # smaller drafts once the evidence turns
+
+
+# -- the bench's vLLM rows ------------------------------------------------------------------------------
+def test_bench_vllm_rows_ratios_and_targets():
+    from foretell.bench.harness import RunResult, vllm_rows
+    from foretell.bench.report import _vllm_engine_section
+    from foretell.bench.workloads import Task
+
+    def run(mode, wall, ids):
+        return RunResult(variant=f"vllm_{mode}", token_ids=ids, wall_s=wall, ttft_s=0.1, decode_s=wall - 0.1,
+                         first_chunk=1, forward_passes=len(ids))
+
+    tasks = [Task("snake/verbatim", "verbatim", "verbatim", "", [1], (2,), 8),
+             Task("snake/score", "edit", "score", "", [1], (2,), 8)]
+    walls = {"plain": (10.0, 10.0), "ngram": (4.0, 8.0), "foretell": (2.0, 4.0)}
+    raw = {"runs": {m: {t.name: run(m, w, [1, 2, 3] if m != "ngram" or t.suite == "edit" else [1, 2, 4])
+                        for t, w in zip(tasks, ws)} for m, ws in walls.items()},
+           "concurrency": {m: ([run(m, 1.0, [1, 2])] * 2, w) for m, w in (("plain", 4.0), ("ngram", 2.0),
+                                                                            ("foretell", 2.5))}}
+    out = vllm_rows(raw, tasks, [(tasks[0], 8), (tasks[1], 8)])
+    verbatim, edit = out["tasks"]
+    assert verbatim["foretell_vs_ngram"] == pytest.approx(2.0) and edit["foretell_vs_ngram"] == pytest.approx(2.0)
+    assert verbatim["runs"]["ngram"]["identical_vs_vllm_plain"] is False
+    assert edit["runs"]["foretell"]["speedup_vs_vllm_plain"] == pytest.approx(2.5)
+    summary = out["summary"]
+    assert summary["edit_geomean_foretell_vs_ngram"] == pytest.approx(2.0)
+    assert summary["worst_foretell_vs_ngram"] == pytest.approx(0.8)  # the concurrent batch: 2.0 s vs 2.5 s
+    assert [t["met"] for t in summary["targets"]] == [True, False]
+    text = "\n".join(_vllm_engine_section({"vllm_engine": out, "meta": {"dtype": "bfloat16", "vllm_k": 32},
+                                           "tasks": []}))
+    assert "snake/score" in text and "SHORT" in text
+
+
+# -- the middleware, around a stand-in ASGI app with vLLM's response shapes -----------------------------
+class _CharTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+
+def _middleware_client(answer: str):
+    """The middleware around an app that records the body it got and answers like vLLM (JSON or SSE)."""
+    app, seen = FastAPI(), []
+    metrics = {"speculative_decoding": {"num_draft_tokens": 10, "num_accepted_draft_tokens": 6, "num_spec_steps": 2}}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        seen.append(body)
+        usage = {"prompt_tokens": 3, "completion_tokens": len(answer), "total_tokens": 3 + len(answer)}
+        if not body.get("stream"):
+            return JSONResponse({"choices": [{"index": 0, "message": {"role": "assistant", "content": answer}}],
+                                 "usage": usage, "metrics": metrics})
+
+        async def events():
+            for ch in answer:
+                yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': ch}}]})}\n\n"
+            yield f"data: {json.dumps({'choices': [], 'usage': usage, 'metrics': metrics})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    app.add_middleware(PredictionMiddleware)
+    return TestClient(app), seen
+
+
+def test_middleware_moves_prediction_and_patches_usage(monkeypatch):
+    monkeypatch.setattr(PredictionMiddleware, "tokenizer", lambda self, scope: _CharTokenizer())
+    client, seen = _middleware_client("abcdefgh")
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}],
+            "prediction": {"type": "content", "content": "abcdXYZ"}}
+    r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200
+    assert "prediction" not in seen[-1] and seen[-1]["vllm_xargs"][XARG_PREDICTION] == [ord(c) for c in "abcdXYZ"]
+    usage = r.json()["usage"]
+    # 4 output tokens match the prediction (abcd), vLLM accepted 6 drafts: accepted 4, rejected 7 - 4
+    assert usage["completion_tokens_details"]["accepted_prediction_tokens"] == 4
+    assert usage["completion_tokens_details"]["rejected_prediction_tokens"] == 3
+    assert r.json()["foretell"] == {"forward_passes": 2, "draft_tokens_proposed": 10, "draft_tokens_accepted": 6}
+    assert int(r.headers["content-length"]) == len(r.content)
+
+    with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as s:
+        events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: {")]
+    assert "".join(e["choices"][0]["delta"]["content"] for e in events[:-1]) == "abcdefgh"
+    assert events[-1]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 4
+
+    r = client.post("/v1/chat/completions", json={**body, "prediction": {"type": "content", "content": [{"type": "x"}]}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prediction.content[0].type"
+    assert len(seen) == 2  # the bad request never reached vLLM
