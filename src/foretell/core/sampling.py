@@ -34,6 +34,7 @@ import torch
 from foretell.config import SamplingParams
 
 _MASK64 = (1 << 64) - 1
+_FLOAT_MAX = torch.finfo(torch.float32).max
 
 
 class Purpose(IntEnum):
@@ -137,8 +138,16 @@ def penalize(logits: torch.Tensor, state: SamplerState, draft_tokens: Sequence[i
         in_prompt = torch.tensor([t in state.prompt_set for t in columns], device=device)
         sub = torch.where(seen | in_prompt, torch.where(sub > 0, sub / r, sub * r), sub)
     sub = sub - params.frequency_penalty * counts - params.presence_penalty * seen.float()
-    out[:, ids] = sub
+    out[:, ids] = _finite_(sub)  # a penalty like 1e-300 divides a logit into +inf
     return out
+
+
+def _finite_(logits: torch.Tensor) -> torch.Tensor:
+    """Clamp ±inf to the largest finite float32 and NaN to its negative, in place: extreme but valid
+    settings (a repetition penalty or temperature of 1e-300) overflow logits, and a softmax over +inf is NaN,
+    which would draw a token id outside the vocabulary. The same function serves plain decoding and
+    verification, so outputs stay identical with and without drafts."""
+    return torch.nan_to_num_(logits, nan=-_FLOAT_MAX, posinf=_FLOAT_MAX, neginf=-_FLOAT_MAX)
 
 
 def min_p_drop(logits: torch.Tensor, min_p: float) -> torch.Tensor | None:
@@ -224,6 +233,7 @@ def process_logits(
         return out
     # from here on ``out`` is a tensor of our own, changed in place
     out = out.float() / params.temperature if out is logits else out.div_(params.temperature)
+    _finite_(out)
     drops = [d for d in (min_p_drop(out, params.min_p), top_k_drop(out, params.top_k)) if d is not None]
     if drops:
         out.masked_fill_(drops[0] if len(drops) == 1 else drops[0] | drops[1], float("-inf"))

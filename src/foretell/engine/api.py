@@ -9,7 +9,7 @@ from typing import Literal
 from foretell.config import ConfigError, SamplingParams, SpeculationParams
 from foretell.core.verify import TokenLogprob
 
-FinishReason = Literal["stop", "length", "abort"]
+FinishReason = Literal["stop", "length", "abort", "error"]
 
 
 @dataclass
@@ -85,6 +85,7 @@ class RequestOutput:
     finished: bool
     finish_reason: FinishReason | None
     stats: RequestStats
+    error: "RequestFailedError | None" = None  # set with finish_reason "error": this request alone failed
 
 
 class EngineError(Exception):
@@ -105,3 +106,13 @@ class RequestTooLongError(EngineError):
     def __init__(self, field_name: str, message: str):
         super().__init__(message)
         self.field = field_name
+
+
+class RequestFailedError(EngineError):
+    """This request failed inside the engine (a bug, or memory ran out for it); the others go on.
+    ``code`` is the OpenAI-style error code the server answers with."""
+
+    def __init__(self, message: str, status: int = 500, code: str = "internal_error"):
+        super().__init__(message)
+        self.status = status
+        self.code = code

@@ -1,19 +1,27 @@
 """Asyncio front of the engine: a background thread runs ``LLMEngine.step()``; callers await outputs.
 
 Callers never touch the engine while a step runs: requests and aborts go through an inbox that the step
-thread drains between steps, and outputs come back through per-request asyncio queues.
+thread drains between steps, outputs come back through per-request asyncio queues, and the gauges that
+``metrics()`` reports are a snapshot the step thread publishes under a lock after every step (reading the
+engine's queues and KV pool from another thread while a step changes them is a race).
+
+A request that fails inside the engine fails alone: its iterator raises the engine's
+:class:`RequestFailedError` and the loop goes on with the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections import deque
 from typing import AsyncIterator
 
 from foretell.config import EngineConfig
-from foretell.engine.api import GenerationRequest, QueueFullError, RequestOutput
+from foretell.engine.api import GenerationRequest, QueueFullError, RequestFailedError, RequestOutput
 from foretell.engine.llm_engine import LLMEngine
+
+log = logging.getLogger("foretell.engine")
 
 
 class AsyncEngine:
@@ -24,6 +32,8 @@ class AsyncEngine:
         self._queues: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._wakeup = threading.Event()
         self._stopping = False
+        self._lock = threading.Lock()
+        self._gauges = self._read_gauges()
         self._thread = threading.Thread(target=self._run, name="foretell-engine", daemon=True)
         self._thread.start()
 
@@ -75,6 +85,11 @@ class AsyncEngine:
                 self._send("abort", req.request_id)
 
     def metrics(self) -> dict:
+        """The engine's gauges as of the last step (never read from the engine while it steps)."""
+        with self._lock:
+            return dict(self._gauges)
+
+    def _read_gauges(self) -> dict:
         e = self.engine
         return {
             "queue_depth": len(e.waiting),
@@ -83,6 +98,11 @@ class AsyncEngine:
             "kv_tokens_total": e.pool.budget_tokens,
             "forward_passes": e.forward_passes,
         }
+
+    def _publish_gauges(self) -> None:
+        gauges = self._read_gauges()
+        with self._lock:
+            self._gauges = gauges
 
     def shutdown(self) -> None:
         self._stopping = True
@@ -114,16 +134,20 @@ class AsyncEngine:
     def _run(self) -> None:
         while not self._stopping:
             self._drain_inbox()
+            self._publish_gauges()
             if not self.engine.has_unfinished():
                 self._wakeup.wait(timeout=0.5)
                 self._wakeup.clear()
                 continue
             try:
                 outputs = self.engine.step()
-            except Exception as exc:  # an engine bug: fail the requests in flight, keep serving
+            except Exception:  # a bug outside any one request's work: fail those in flight, keep serving
+                log.exception("engine step failed; failing the requests in flight")
+                error = RequestFailedError("internal error in the engine")
                 for seq in list(self.engine.running) + list(self.engine.waiting):
                     self.engine.abort(seq.id)
-                    self._deliver(seq.id, exc)
+                    self._deliver(seq.id, error)
                 continue
+            self._publish_gauges()  # before the outputs: a client that sees its finish sees its KV freed
             for out in outputs:
-                self._deliver(out.request_id, out)
+                self._deliver(out.request_id, out.error if out.error is not None else out)

@@ -8,8 +8,11 @@ Speculation is lossless: every emitted token is the one the target model's sampl
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
+
+import torch
 
 from foretell.config import ConfigError, EngineConfig
 from foretell.core.adaptive_k import CostModel
@@ -17,13 +20,20 @@ from foretell.core.draft import Draft
 from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
 from foretell.core.verify import VerifyResult, verify, verify_tree
-from foretell.engine.api import GenerationRequest, QueueFullError, RequestOutput, RequestTooLongError
+from foretell.engine.api import (
+    GenerationRequest,
+    QueueFullError,
+    RequestFailedError,
+    RequestOutput,
+    RequestTooLongError,
+)
 from foretell.engine.cost import DEFAULT_COST_POINTS
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
 from foretell.engine.sequence import Sequence, Status
 from foretell.engine.trace import Tracer, file_tracer, step_record
 
+log = logging.getLogger("foretell.engine")
 
 class LLMEngine:
     def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), cost: CostModel | None = None):
@@ -113,26 +123,73 @@ class LLMEngine:
 
     # -- the step ---------------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        self._admit()
+        """One step. A request that fails (its KV allocation, its part of the pass, its verification) gets
+        one output with finish_reason "error" and is dropped; the other requests go on."""
+        failed = self._admit()
         seqs, segments = self._schedule()
         if not segments:
-            return []
-        logits = self.runner.forward(segments)
+            return failed
+        logits = self._forward(segments)
         self.forward_passes += 1
-        outputs = [self._advance(seq, seg, lg) for seq, seg, lg in zip(seqs, segments, logits)]
-        return [o for o in outputs if o is not None]
+        outputs = [self._advance_or_fail(seq, seg, lg) for seq, seg, lg in zip(seqs, segments, logits)]
+        return failed + [o for o in outputs if o is not None]
 
-    def _admit(self) -> None:
+    def _forward(self, segments: list[Segment]) -> list:
+        """The packed pass; if it fails, each segment alone, so a failure is pinned on its request (an
+        exception in place of its logits). A failed pass changed no ``kv.length``, so retrying is safe."""
+        try:
+            return self.runner.forward(segments)
+        except Exception as exc:
+            if len(segments) == 1:
+                return [exc]
+        results = []
+        for seg in segments:
+            try:
+                results.append(self.runner.forward([seg])[0])
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+    def _advance_or_fail(self, seq: Sequence, seg: Segment, logits) -> RequestOutput | None:
+        try:
+            if isinstance(logits, Exception):
+                raise logits
+            return self._advance(seq, seg, logits)
+        except Exception as exc:
+            return self._fail(seq, exc)
+
+    def _fail(self, seq: Sequence, exc: Exception) -> RequestOutput:
+        """Drop a request that failed inside the engine and free its KV; its output carries the error."""
+        log.error("request %s failed in the engine: %s: %s", seq.id, type(exc).__name__, exc, exc_info=exc)
+        if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+            error = RequestFailedError("out of memory for this request; retry later", 503, "out_of_memory")
+        else:
+            error = RequestFailedError("internal error while generating this request")
+        seq.status, seq.finish_reason = Status.FINISHED, "error"
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+        self._release(seq, keep=False)
+        out = seq.output([], [], None)
+        out.error = error
+        return out
+
+    def _admit(self) -> list[RequestOutput]:
+        failed = []
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
             if not self.pool.can_admit(seq.limit):
                 break
             self.waiting.popleft()
-            seq.kv, seq.stats.cached_tokens = self.pool.allocate(seq.id, seq.limit, seq.tokens)
+            try:
+                seq.kv, seq.stats.cached_tokens = self.pool.allocate(seq.id, seq.limit, seq.tokens)
+            except Exception as exc:  # e.g. the memory for its buffers is not there: this request fails alone
+                failed.append(self._fail(seq, exc))
+                continue
             seq.status = Status.RUNNING
             seq.scheduled_at = time.perf_counter()
             seq.stats.queue_s = seq.scheduled_at - seq.arrival
             self.running.append(seq)
+        return failed
 
     def _schedule(self) -> tuple[list[Sequence], list[Segment]]:
         """Every running sequence gets a segment: a prompt chunk (within the prefill budget), or its pending
@@ -178,6 +235,8 @@ class LLMEngine:
             seq.stats.prefill_passes += 1
             return None
         draft, result = self._verify(seq, seg, logits)
+        if any(not 0 <= t < self.runner.vocab_size for t in result.tokens):  # non-finite logits, say
+            raise ValueError(f"sampled a token id outside the vocabulary: {result.tokens}")
         appended, flags = [], []
         for i, token in enumerate(result.tokens):
             from_prediction = i < result.num_accepted and draft.source == "prediction"

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from foretell.config import ConfigError
-from foretell.engine.api import EngineError, QueueFullError, RequestTooLongError
+from foretell.engine.api import EngineError, QueueFullError, RequestFailedError, RequestTooLongError
 
 log = logging.getLogger("foretell.server")
 
@@ -93,14 +93,22 @@ def from_engine_error(exc: Exception, rename: dict[str, str] | None = None) -> A
     if isinstance(exc, ConfigError):
         field = rename.get(exc.field, exc.field)
         return bad_request(field, f"{field}: {exc.message}", code="invalid_value")
+    if isinstance(exc, RequestFailedError):
+        return APIError(exc.status, str(exc), code=exc.code)
     if isinstance(exc, EngineError):
         return APIError(exc.status, str(exc) or type(exc).__name__)
     return APIError(500, "internal server error", code="internal_error")
 
 
 # -- handlers -------------------------------------------------------------------------------------
+RETRY_AFTER_S = 1  # what a 429 (queue full) or 503 (out of memory) asks the client to wait
+
+
 async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-    return exc.response(headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else None)
+    headers = {401: {"WWW-Authenticate": "Bearer"}, 429: {"Retry-After": str(RETRY_AFTER_S)}}.get(exc.status)
+    if exc.status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
+    return exc.response(headers=headers)
 
 
 async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
