@@ -62,11 +62,13 @@ class FakeEngine:
             while not finished:
                 await asyncio.sleep(0.001)
                 step, flags = [], []
+                pieces = []
                 for t in ids[pos : pos + 3]:
                     step.append(t)
                     flags.append(pos < len(pred) and pred[pos] == t)
                     pos += 1
-                    hit_stop = stopper.add(detok.add(t)) or t == self.tokenizer.eos_token_id
+                    pieces.append(detok.add(t))
+                    hit_stop = stopper.add(pieces[-1]) or t == self.tokenizer.eos_token_id
                     if hit_stop or pos == len(ids):
                         finished = True
                         reason = "stop" if hit_stop else "length"
@@ -81,7 +83,7 @@ class FakeEngine:
                     lps = [TokenLogprob(t, -0.25, [(t, -0.25), (5, float("-inf"))][: req.sampling.logprobs]) for t in step]
                 yield RequestOutput(
                     req.request_id, step, stopper.take(final=finished), flags, lps,
-                    finished, reason if finished else None, stats,
+                    finished, reason if finished else None, stats, token_texts=pieces,
                 )
         finally:
             if not finished:

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from foretell.config import ConfigError
 from foretell.engine.api import QueueFullError, RequestTooLongError
 from foretell.server import protocol as P
-from foretell.server.detok import TokenTexts, split_by_tokens
+from foretell.engine.detok import TokenTexts, split_by_tokens
 from foretell.server.errors import APIError, from_engine_error, from_validation_error, loc_to_param
 from foretell.testing import make_tiny_tokenizer
 

@@ -59,6 +59,8 @@ def _add_serve(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: no auth)")
+    p.add_argument("--max-body-bytes", type=int, default=None,
+                   help="refuse request bodies larger than this with HTTP 413 (default: 8 MiB)")
     _add_model_options(p)
     g = p.add_argument_group("capacity")
     g.add_argument("--kv-budget-tokens", type=int, default=None, help="KV cache size in tokens over all requests (default: 262144)")
@@ -88,7 +90,8 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"foretell {__version__}: loading {args.model or 'the default model'} ...", file=sys.stderr, flush=True)
     engine = _load_engine(config)
     try:
-        app = build_app(engine, api_key=args.api_key)
+        limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
+        app = build_app(engine, api_key=args.api_key, **limits)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
         )
@@ -209,14 +212,12 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 async def _print_stream(engine, req, show: bool):
-    from foretell.engine.detok import IncrementalDetokenizer
-    from foretell.server.detok import split_by_tokens
+    from foretell.engine.detok import split_by_tokens
 
-    detok = IncrementalDetokenizer(engine.tokenizer)
     stats = None
     async for out in engine.generate(req):
         if show:
-            pieces = [detok.add(t) for t in out.new_token_ids]
+            pieces = out.token_texts  # the engine's own per-token text
             spans = split_by_tokens(out.new_text, pieces) if pieces else [out.new_text]
             flags = out.from_prediction or [False]
             text = "".join(f"{ACCEPTED}{s}{RESET}" if f and s else s for s, f in zip(spans, flags))

@@ -85,6 +85,7 @@ class RequestOutput:
     finished: bool
     finish_reason: FinishReason | None
     stats: RequestStats
+    token_texts: list[str] | None = None  # per new token: the text it added (before stop strings are cut)
     error: "RequestFailedError | None" = None  # set with finish_reason "error": this request alone failed
 
 

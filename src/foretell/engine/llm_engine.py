@@ -93,6 +93,8 @@ class LLMEngine:
         vocab = self.runner.vocab_size
         if any(not 0 <= t < vocab for t in req.prompt_ids):
             raise ConfigError("prompt", f"token ids must be in [0, {vocab})")
+        if pred is not None and any(not 0 <= t < vocab for t in pred):
+            raise ConfigError("prediction", f"token ids must be in [0, {vocab})")
 
     def add_request(self, req: GenerationRequest) -> None:
         self.validate(req)

@@ -41,6 +41,7 @@ class Sequence:
         self.sampler = SamplerState(req.sampling, req.prompt_ids)
         self.detok = IncrementalDetokenizer(tokenizer)
         self.stopper = StopStringMatcher(req.stop)
+        self.pieces: list[str] = []  # text deltas of the tokens appended since the last output
         self.status = Status.WAITING
         self.kv: SeqKV | None = None
         self.decision = Decision()  # this step's draft and why
@@ -76,7 +77,9 @@ class Sequence:
             self.stats.accepted_prediction_tokens += 1
         if token in self.stop_ids:
             return self._finish("stop")
-        if self.stopper.add(self.detok.add(token)):
+        piece = self.detok.add(token)
+        self.pieces.append(piece)
+        if self.stopper.add(piece):
             return self._finish("stop")
         if self.remaining <= 0:
             return self._finish("length")
@@ -96,6 +99,7 @@ class Sequence:
             predicted = len(self.req.speculation.prediction or ())
             self.stats.rejected_prediction_tokens = max(0, predicted - self.stats.accepted_prediction_tokens)
         self.stats.completion_tokens = self.num_output
+        pieces, self.pieces = self.pieces, []
         return RequestOutput(
             request_id=self.id,
             new_token_ids=new_ids,
@@ -105,4 +109,5 @@ class Sequence:
             finished=finished,
             finish_reason=self.finish_reason,
             stats=self.stats,
+            token_texts=pieces,
         )

@@ -22,6 +22,7 @@ from typing import Callable
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from pydantic import BaseModel, ValidationError
@@ -30,13 +31,15 @@ from foretell import __version__
 from foretell.config import SpeculationParams
 from foretell.engine.api import RequestOutput, RequestStats
 from foretell.server import protocol as P
-from foretell.server.detok import TokenTexts
+from foretell.engine.detok import TokenTexts
 from foretell.server.errors import APIError, from_engine_error, from_validation_error, install_error_handlers
+from foretell.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 
 log = logging.getLogger("foretell.server")
 FINGERPRINT = f"fp_foretell_{__version__}"
 DISCONNECT_POLL_S = 0.5
 MAX_CHOICES = 128
+PARSE_INLINE_BYTES = 256 * 1024  # larger bodies are parsed off the event loop
 _ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
 
 
@@ -344,11 +347,11 @@ class CompletionFormat(_Format):
     def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[tuple]:
         texts = run.token_texts()
         items = []
-        for lp in out.new_logprobs:
-            tok = texts.text(lp.token_id)
+        pieces = out.token_texts or [""] * len(out.new_logprobs)
+        for lp, piece in zip(out.new_logprobs, pieces):
             top = {texts.text(t): _finite(v) for t, v in lp.top}
-            items.append((tok, _finite(lp.logprob), top, c.text_offset))
-            c.text_offset += len(tok)
+            items.append((texts.text(lp.token_id), _finite(lp.logprob), top, c.text_offset))
+            c.text_offset += len(piece)  # what the token added to the text (0 mid-character)
         return items
 
     @staticmethod
@@ -400,6 +403,15 @@ def parse(model_cls: type[BaseModel], body: bytes):
         raise from_validation_error(exc, P.FIELD_NAMES) from None
 
 
+async def parse_body(request: Request, model_cls: type[BaseModel]):
+    """Read and validate the body; a large one is parsed in a worker thread so the event loop keeps
+    serving other requests (/health, streams) meanwhile."""
+    body = await request.body()
+    if len(body) <= PARSE_INLINE_BYTES:
+        return parse(model_cls, body)
+    return await run_in_threadpool(parse, model_cls, body)
+
+
 def check_model(engine, name: str) -> None:
     if name not in (engine.model_name, "default"):
         raise APIError(
@@ -442,8 +454,9 @@ def _plan(engine, req, prompts, max_tokens, default, logprobs, header, rename) -
     def default_max(n_prompt: int) -> int:
         return max(1, min(cap, room - n_prompt))
 
-    if len(prompts) * (req.n or 1) > MAX_CHOICES:
-        raise APIError(400, f"at most {MAX_CHOICES} choices (prompts × n) per request", param="n")
+    most = min(MAX_CHOICES, engine.config.max_num_seqs + engine.config.max_queue)  # more could never run
+    if len(prompts) * (req.n or 1) > most:
+        raise APIError(400, f"at most {most} choices (prompts × n) per request on this server", param="n")
     try:
         spec = req.speculation or P.Speculation()
         speculation = SpeculationParams(
@@ -565,7 +578,7 @@ v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
 @v1.post("/chat/completions")
 async def chat_completions(request: Request) -> Response:
     engine = request.app.state.engine
-    req = parse(P.ChatCompletionRequest, await request.body())
+    req = await parse_body(request, P.ChatCompletionRequest)
     check_model(engine, req.model)
     translated = translate_chat(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
     return await respond(request, ChatFormat(), req, translated)
@@ -574,7 +587,7 @@ async def chat_completions(request: Request) -> Response:
 @v1.post("/completions")
 async def completions(request: Request) -> Response:
     engine = request.app.state.engine
-    req = parse(P.CompletionRequest, await request.body())
+    req = await parse_body(request, P.CompletionRequest)
     check_model(engine, req.model)
     translated = translate_completion(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
     return await respond(request, CompletionFormat(), req, translated)
@@ -609,9 +622,9 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def build_app(engine, api_key: str | None = None) -> FastAPI:
+def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The FastAPI app serving ``engine`` (an AsyncEngine). ``api_key`` requires ``Authorization: Bearer``
-    on /v1/*; /health and /metrics stay open."""
+    on /v1/*; /health and /metrics stay open. Bodies over ``max_body_bytes`` get 413."""
     app = FastAPI(title="foretell", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
     app.state.api_key = api_key or None
@@ -619,6 +632,7 @@ def build_app(engine, api_key: str | None = None) -> FastAPI:
     app.state.token_texts = TokenTexts(engine.tokenizer)
     app.state.metrics = ServerMetrics(engine)
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     app.add_middleware(_CountRequests, metrics=app.state.metrics)
     app.include_router(v1)
     app.include_router(other)

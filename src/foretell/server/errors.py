@@ -25,6 +25,7 @@ _TYPES = {
     401: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    413: "invalid_request_error",
     429: "rate_limit_error",
 }
 
@@ -112,7 +113,7 @@ async def _api_error(_: Request, exc: APIError) -> JSONResponse:
 
 
 async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+    code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code)
     return APIError(exc.status_code, str(exc.detail), code=code).response(headers=getattr(exc, "headers", None))
 
 
