@@ -91,8 +91,10 @@ class KVPool:
     """Token-budget accounting for running sequences plus an LRU prefix cache of finished ones.
 
     A running sequence *reserves* the most positions it can use (prompt + max_tokens + draft headroom,
-    capped at the context length) when admitted, so a running request never runs out of KV mid-way.
-    Cached prefixes count at their length and are evicted (least recently used first) to make room.
+    capped at the context length) when admitted, so a running request never runs out of KV mid-way (its
+    buffers grow by doubling but never past the reservation). Cached prefixes count at the capacity their
+    buffers hold in memory (up to twice their length, as buffers grow by doubling), not at their length,
+    and are evicted (least recently used first) to make room.
     """
 
     def __init__(self, shape: KVShape, budget_tokens: int, max_seq_capacity: int, prefix_cache: bool = True):
@@ -111,7 +113,8 @@ class KVPool:
 
     @property
     def cached_tokens(self) -> int:
-        return sum(len(e.tokens) for e in self.cache.values())
+        """Token positions the prefix cache holds in memory (its buffers' capacity)."""
+        return sum(e.kv.capacity for e in self.cache.values())
 
     @property
     def used_tokens(self) -> int:
