@@ -37,10 +37,19 @@ def _engine_config(args: argparse.Namespace, **overrides):
     return EngineConfig(**fields)
 
 
+class LoadError(Exception):
+    """The model could not be loaded (missing, unsafe format, unsupported architecture): a clear message."""
+
+
 def _load_engine(config):
     from foretell.engine.async_engine import AsyncEngine
+    from foretell.engine.runner import UnsupportedModelError
+    from foretell.models.default_model import ModelError
 
-    return AsyncEngine.from_config(config)
+    try:
+        return AsyncEngine.from_config(config)
+    except (ModelError, UnsupportedModelError) as exc:
+        raise LoadError(str(exc)) from exc
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -88,7 +97,10 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(f"--{exc.field.replace('_', '-')}: {exc.message}")
     print(f"foretell {__version__}: loading {args.model or 'the default model'} ...", file=sys.stderr, flush=True)
-    engine = _load_engine(config)
+    try:
+        engine = _load_engine(config)
+    except LoadError as exc:
+        return _fail(str(exc), code=1)
     try:
         limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
         app = build_app(engine, api_key=args.api_key, **limits)
@@ -197,7 +209,10 @@ def _generate(args: argparse.Namespace) -> int:
         return _fail(f"--{exc.field.replace('_', '-')}: {exc.message}")
     except (APIError, ValueError, OSError) as exc:
         return _fail(getattr(exc, "message", None) or str(exc))
-    engine = _load_engine(config)
+    try:
+        engine = _load_engine(config)
+    except LoadError as exc:
+        return _fail(str(exc), code=1)
     try:
         req = _build_request(args, engine, prompt)
         engine.validate(req)

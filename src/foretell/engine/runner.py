@@ -117,6 +117,9 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
     batch: _PackedBatch | None = kwargs.pop("foretell_batch", None)
     if batch is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    for name in _UNSUPPORTED_KWARGS:  # never ignore what changes the attention (ModelRunner refuses it first)
+        if kwargs.get(name) is not None:
+            raise UnsupportedModelError(f"the packed attention does not implement {_UNSUPPORTED_KWARGS[name]}")
     window = kwargs.get("sliding_window")
     layer = module.layer_idx
     outputs = []
@@ -137,6 +140,24 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
         outputs.append(out)
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
     return out.transpose(1, 2).contiguous(), None
+
+
+_UNSUPPORTED_KWARGS = {"softcap": "attention logit soft-capping", "s_aux": "attention sinks"}
+
+
+class UnsupportedModelError(ValueError):
+    """The model needs an attention feature the packed attention does not implement."""
+
+
+def unsupported_attention(model) -> str | None:
+    """What the packed attention would get wrong for this model (None = nothing): it implements causal
+    attention with GQA and sliding windows, not soft-capped attention logits (Gemma 2) or sinks (gpt-oss)."""
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if getattr(cfg, "attn_logit_softcapping", None) is not None:
+        return "attention logit soft-capping (attn_logit_softcapping)"
+    if any(getattr(m, "sinks", None) is not None for m in model.modules()):
+        return "attention sinks"
+    return None
 
 
 AttentionInterface.register(ATTN_NAME, _packed_attention)
@@ -177,6 +198,13 @@ class ModelRunner:
     """Runs packed forward passes of a transformers causal LM over per-sequence KV buffers."""
 
     def __init__(self, model):
+        missing = unsupported_attention(model)
+        if missing is not None:
+            name = type(model).__name__
+            raise UnsupportedModelError(
+                f"{name} uses {missing}, which foretell's packed attention does not implement; its outputs "
+                "would be wrong, so this model is refused"
+            )
         self.model = model.eval()
         self.model.config._attn_implementation = ATTN_NAME
         for sub in self.model.modules():  # some models keep a per-module copy of the config
