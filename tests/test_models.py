@@ -375,8 +375,14 @@ def test_pick_dtype_auto(monkeypatch):
     assert loader.pick_dtype("cuda:0", "auto") == torch.float16
 
 
-def test_cpu_supports_bf16_is_a_bool():
-    assert isinstance(loader.cpu_supports_bf16(), bool)
+def test_cpu_supports_bf16_matches_the_cpu_flags():
+    """Against /proc/cpuinfo read here (x86 Linux): native bf16 = AVX512-BF16 or AMX-BF16."""
+    import platform
+
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the reference reads x86 flags from /proc/cpuinfo")
+    flags = next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")).split()
+    assert loader.cpu_supports_bf16() == bool({"avx512_bf16", "amx_bf16"} & set(flags))
 
 
 def test_pick_device(monkeypatch):
