@@ -67,7 +67,7 @@ def _add_serve(sub) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)")
-    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: no auth)")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every endpoint but /health (default: no auth)")
     p.add_argument("--max-body-bytes", type=int, default=None,
                    help="refuse request bodies larger than this with HTTP 413 (default: 8 MiB)")
     _add_model_options(p)

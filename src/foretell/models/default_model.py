@@ -369,23 +369,21 @@ def cache_is_valid(model_dir: Path, identity: dict[str, Any]) -> bool:
 
 @contextlib.contextmanager
 def _file_lock(path: Path, progress: bool) -> Iterator[None]:
-    """An exclusive advisory lock (POSIX flock); a no-op where fcntl does not exist."""
+    """An exclusive inter-process lock on ``path`` (the ``filelock`` package: flock on POSIX, msvcrt on
+    Windows); says so when it has to wait for another process."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(path)
     try:
-        import fcntl
-    except ImportError:  # Windows: no cross-process lock; the atomic rename still prevents half caches
+        lock.acquire(timeout=0)
+    except Timeout:
+        if progress:
+            print(f"foretell: waiting for another process converting into {path.with_suffix('')}", file=sys.stderr)
+        lock.acquire()
+    try:
         yield
-        return
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress:
-                print(f"foretell: waiting for another process converting into {path.with_suffix('')}", file=sys.stderr)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        lock.release()
 
 
 def cached_conversion(

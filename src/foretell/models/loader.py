@@ -203,13 +203,21 @@ def load_model(
 
     path = Path(path)
     _check_hf_dir(path)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path),
-        dtype=dtype,
-        local_files_only=True,
-        use_safetensors=True,
-        trust_remote_code=trust_remote_code,
-    )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path),
+            dtype=dtype,
+            local_files_only=True,
+            use_safetensors=True,
+            trust_remote_code=trust_remote_code,
+        )
+    except ValueError as exc:
+        if "trust_remote_code" not in str(exc):
+            raise
+        raise ModelError(
+            f"--model {path}: this model needs its own Python code (auto_map in config.json); foretell does "
+            "not run code shipped with a model, so it serves only architectures transformers implements"
+        ) from None
     model.to(device)
     model.eval()
     model.requires_grad_(False)

@@ -617,14 +617,14 @@ async def health(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok", "model": request.app.state.engine.model_name})
 
 
-@other.get("/metrics")
+@other.get("/metrics", dependencies=[Depends(require_api_key)])
 async def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The FastAPI app serving ``engine`` (an AsyncEngine). ``api_key`` requires ``Authorization: Bearer``
-    on /v1/*; /health and /metrics stay open. Bodies over ``max_body_bytes`` get 413."""
+    on every endpoint but /health (compared in constant time). Bodies over ``max_body_bytes`` get 413."""
     app = FastAPI(title="foretell", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
     app.state.api_key = api_key or None
