@@ -34,6 +34,7 @@ from foretell.server import protocol as P
 from foretell.engine.detok import TokenTexts
 from foretell.server.errors import APIError, from_engine_error, from_validation_error, install_error_handlers
 from foretell.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from foretell.server.openapi import openapi_document
 
 log = logging.getLogger("foretell.server")
 FINGERPRINT = f"fp_foretell_{__version__}"
@@ -620,6 +621,11 @@ async def health(request: Request) -> JSONResponse:
 @other.get("/metrics", dependencies=[Depends(require_api_key)])
 async def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@other.get("/openapi.json", dependencies=[Depends(require_api_key)], include_in_schema=False)
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(openapi_document(request.app))
 
 
 def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
