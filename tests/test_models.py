@@ -215,6 +215,23 @@ def test_missing_marker_or_weights_reconverts(site, cache, monkeypatch):
     assert len(calls) == 3
 
 
+@pytest.mark.parametrize("damage", ["truncate", "append"])
+def test_a_truncated_or_grown_cache_file_is_detected_and_reconverted(site, cache, monkeypatch, damage):
+    calls: list = []
+    monkeypatch.setattr(dm, "convert_gguf", _fake_convert(calls))
+    out = dm.default_model_dir(progress=False)
+    weights = out / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as fh:
+        if damage == "truncate":
+            fh.truncate(size // 2)
+        else:
+            fh.seek(0, 2)
+            fh.write(b"\0" * 10)
+    assert dm.default_model_dir(progress=False) == out
+    assert len(calls) == 2 and weights.stat().st_size == size
+
+
 def test_interrupted_conversion_leaves_no_cache(site, cache, monkeypatch):
     def explode(gguf_path, out_dir, dtype=None, progress=True):
         (Path(out_dir) / "config.json").write_text("{}")

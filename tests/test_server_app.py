@@ -1,7 +1,10 @@
 """The HTTP layer against a fake engine: error mapping, SSE format, usage, auth, metrics, fuzzing.
 
 The fake implements AsyncEngine's API; it "generates" a fixed text whatever the prompt and marks tokens that
-match the prediction as accepted, so everything here is about protocol, not about the model.
+match the prediction as accepted, so everything here is about protocol, not about the model. The same
+behaviours are checked on the real engine (tiny model) beside it: test_server_openai (official client,
+streaming, usage, n, logprobs, auth, disconnects, 429, metrics), test_bad_input (error mapping),
+test_security (auth on every endpoint), test_server_limits / test_server_inputs / test_server_faults.
 """
 
 from __future__ import annotations

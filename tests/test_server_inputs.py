@@ -55,6 +55,8 @@ def test_completion_text_offsets_on_multibyte_text(tok, step):
     The engine's real per-request state detokenises; the server's completion format reports offsets."""
     from types import SimpleNamespace
 
+    from foretell.core.adaptive_k import CostModel
+    from foretell.core.policy import DraftPolicy
     from foretell.engine.detok import TokenTexts
     from foretell.engine.sequence import Sequence
     from foretell.server.app import ChoiceState, CompletionFormat
@@ -62,7 +64,8 @@ def test_completion_text_offsets_on_multibyte_text(tok, step):
     text = "Ünïcödé ✓ 你好 🐍 — naïve café"
     ids = tok.encode(text)
     assert len(ids) > len(text) // 2 and tok.decode(ids) == text
-    seq = Sequence(GenerationRequest([0], len(ids) + 1), tok, frozenset(), limit=len(ids) + 10, proposer=None)
+    policy = DraftPolicy(None, CostModel({2: 1.5}))
+    seq = Sequence(GenerationRequest([0], len(ids) + 1), tok, frozenset(), limit=len(ids) + 10, policy=policy)
     run, choice, fmt = SimpleNamespace(token_texts=lambda: TokenTexts(tok)), ChoiceState(), CompletionFormat()
     offsets, out_text = [], ""
     for i in range(0, len(ids), step):

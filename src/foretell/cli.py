@@ -90,6 +90,8 @@ def _add_serve(sub) -> None:
         "--model qwen2.5-coder-1.5b), HF directory or .gguf (default: none)",
     )
     g.add_argument("--draft-k", type=int, default=None, help="tokens the draft model proposes per step (default: 4)")
+    p.add_argument("--shutdown-timeout", type=float, default=30.0,
+                   help="on SIGTERM/Ctrl-C, seconds to let requests in flight finish before cancelling them (default: 30)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="uvicorn log level (default: warning)")
     p.set_defaults(func=_serve)
 
@@ -117,7 +119,8 @@ def _serve(args: argparse.Namespace) -> int:
         limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
         app = build_app(engine, api_key=args.api_key, **limits)
         config = uvicorn.Config(
-            app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
+            app, host=args.host, port=args.port, log_level=args.log_level,
+            timeout_graceful_shutdown=args.shutdown_timeout,
         )
         _make_server(config, engine.model_name).run()
     finally:
@@ -130,6 +133,11 @@ def _make_server(config, model_name: str):
     import uvicorn
 
     class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            # drain, then return normally (exit status 0, engine shut down) instead of re-raising the signal
+            self._captured_signals.clear()
+
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets=sockets)
             if self.started:

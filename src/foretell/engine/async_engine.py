@@ -99,6 +99,8 @@ class AsyncEngine:
             "queue_depth": len(e.waiting),
             "running": len(e.running),
             "kv_tokens_used": e.pool.used_tokens,
+            "kv_tokens_reserved": e.pool.reserved_tokens,
+            "kv_tokens_cached": e.pool.cached_tokens,
             "kv_tokens_total": e.pool.budget_tokens,
             "forward_passes": e.forward_passes,
         }

@@ -374,7 +374,23 @@ def cache_is_valid(model_dir: Path, identity: dict[str, Any]) -> bool:
     model_dir = Path(model_dir)
     if not all((model_dir / f).is_file() for f in _REQUIRED_FILES):
         return False
+    if not _sizes_match(model_dir, marker.get("file_sizes")):  # truncated or overwritten since conversion
+        return False
     return any(model_dir.glob("*.safetensors"))
+
+
+def _file_sizes(model_dir: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in sorted(Path(model_dir).iterdir()) if p.is_file() and p.name != MARKER_NAME}
+
+
+def _sizes_match(model_dir: Path, recorded: dict[str, int] | None) -> bool:
+    """Every file the marker lists has its recorded size (markers from before sizes were kept: True)."""
+    if recorded is None:
+        return True
+    try:
+        return all((model_dir / name).stat().st_size == size for name, size in recorded.items())
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -429,6 +445,7 @@ def cached_conversion(
                 **extra,
                 "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "conversion_seconds": round(time.time() - started, 1),
+                "file_sizes": _file_sizes(tmp),
                 "versions": _versions(),
             }
             (tmp / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n")

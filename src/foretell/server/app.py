@@ -75,6 +75,8 @@ class _EngineCollector:
             ("queue_depth", "Requests waiting for a slot"),
             ("running", "Requests running"),
             ("kv_tokens_used", "KV cache tokens in use"),
+            ("kv_tokens_reserved", "KV tokens reserved by running requests"),
+            ("kv_tokens_cached", "KV tokens held by the prefix cache (finished requests)"),
             ("kv_tokens_total", "KV cache token budget"),
         ):
             yield GaugeMetricFamily(f"foretell_{key}", doc, value=float(m.get(key, 0)))
