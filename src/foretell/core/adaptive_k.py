@@ -31,7 +31,9 @@ class CostModel:
     """Relative cost t(n)/t(1) of one target forward pass over n new tokens, measured at start-up.
 
     ``points`` maps n to the ratio (n = 1 maps to 1.0 and is implied when absent); between points the ratio
-    is interpolated linearly, beyond the last point extrapolated along the last segment (never decreasing).
+    is interpolated linearly, beyond the last point extrapolated along the last segment, and beyond 4x the
+    last measured size never flatter than the last point's cost per token (a curve measured only up to a few
+    tokens, e.g. on a busy machine, must not promise long drafts for free: {8: 2.0} gives 26 at 128, not 2).
     """
 
     points: dict[int, float]
@@ -58,9 +60,11 @@ class CostModel:
         """Vectorised :meth:`ratio`."""
         ns = np.asarray(ns, dtype=np.float64)
         inside = np.interp(ns, self._ns, self._ratios)
-        slope = max(0.0, (self._ratios[-1] - self._ratios[-2]) / (self._ns[-1] - self._ns[-2]))
-        beyond = self._ratios[-1] + slope * (ns - self._ns[-1])
-        return np.where(ns > self._ns[-1], beyond, inside)
+        last_n, last_ratio = self._ns[-1], self._ratios[-1]
+        slope = max(0.0, (last_ratio - self._ratios[-2]) / (last_n - self._ns[-2]))
+        near = last_ratio + slope * (ns - last_n)  # up to 4x the last measured size
+        far = last_ratio + slope * 3 * last_n + max(slope, last_ratio / last_n) * (ns - 4 * last_n)
+        return np.where(ns > 4 * last_n, far, np.where(ns > last_n, near, inside))
 
 
 @dataclass
