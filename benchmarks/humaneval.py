@@ -119,6 +119,9 @@ def run(args, save) -> list[Row]:
     cfgs = [c for c in configs(args.alphas, args.rules) if not args.only or c.name in args.only]
     rows: list[Row] = []
     for problem in problems:  # problem-major: a slow machine phase affects all configurations alike
+        if args.deadline and time.time() > args.deadline:
+            print(f"deadline reached: stopping after {len({r.task_id for r in rows})} problems", flush=True)
+            break
         prompt_ids = tokenizer.encode(problem["prompt"])
         for cfg in cfgs:
             text, stats, seconds = generate(engines[cfg.engine], prompt_ids, cfg, args.max_tokens)
@@ -211,9 +214,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--alphas", type=float, nargs="+", default=[0.1, 0.3, 0.6])
     p.add_argument("--rules", nargs="+", default=list(RULES))
     p.add_argument("--only", nargs="*", help="run only these configuration names (e.g. expert sd v3@0.3)")
-    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds a completion's tests may run")
+    p.add_argument("--budget-minutes", type=float, default=None,
+                   help="start no new problem after this many minutes (an interrupted subset is reported as such)")
+    p.add_argument("--until", default=None, help="start no new problem after this UTC time (HH:MM)")
     p.add_argument("--out", default="benchmarks/results/humaneval")
     args = p.parse_args(argv)
+    args.deadline = time.time() + 60 * args.budget_minutes if args.budget_minutes else None
+    if args.until:
+        import datetime as dt
+
+        now = dt.datetime.now(dt.timezone.utc)
+        hh, mm = map(int, args.until.split(":"))
+        args.deadline = now.replace(hour=hh, minute=mm, second=0).timestamp()
     torch_threads = os.environ.get("FORETELL_THREADS")
     if torch_threads:
         import torch

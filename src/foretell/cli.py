@@ -96,7 +96,12 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(f"--{exc.field.replace('_', '-')}: {exc.message}")
     print(f"foretell {__version__}: loading {args.model or 'the default model'} ...", file=sys.stderr, flush=True)
-    engine = _load_engine(config)
+    from foretell.models import ModelError
+
+    try:
+        engine = _load_engine(config)
+    except ModelError as exc:  # a missing model, a draft model whose vocabulary is not the target's, ...
+        return _fail(str(exc), code=1)
     try:
         app = build_app(engine, api_key=args.api_key)
         config = uvicorn.Config(
