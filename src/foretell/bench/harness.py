@@ -216,7 +216,7 @@ class StepProfiler:
         self._patch(self.engine, "step", "step")
         self._patch(self.engine.runner, "forward", "forward")
         self._patch(self.engine, "_propose", "propose")
-        self._patch(engine_module, "verify", "verify")
+        self._patch(engine_module, "verify_step", "verify")
         original_make = engine_module.make_proposer
 
         def make_proposer(*args, **kwargs):
