@@ -15,9 +15,9 @@ from foretell.config import ConfigError, EngineConfig
 from foretell.core.adaptive_k import CostModel, choose_k
 from foretell.core.draft import EMPTY_DRAFT
 from foretell.core.prediction import make_proposer
-from foretell.engine.drafter import DraftModel, require_draft_model, verify_step
 from foretell.engine.api import GenerationRequest, QueueFullError, RequestOutput, RequestTooLongError
 from foretell.engine.cost import DEFAULT_COST_POINTS
+from foretell.engine.drafter import DraftModel, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
 from foretell.engine.sequence import Sequence, Status
