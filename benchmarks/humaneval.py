@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 STOP = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\n```", "\nassert ")
@@ -54,7 +54,7 @@ class Row:
     drafted: int = 0
     accepted: int = 0
     drafter_tokens: int = 0
-    extra: dict = field(default_factory=dict)
+    text: str = ""
 
 
 def configs(alphas: list[float], rules: list[str]) -> list[Config]:
@@ -129,7 +129,7 @@ def run(args, save) -> list[Row]:
             rows.append(Row(cfg.name, problem["task_id"], check(program, args.timeout), seconds,
                             stats.completion_tokens, stats.forward_passes,
                             stats.drafted_by_source.get("draft", 0), stats.accepted_by_source.get("draft", 0),
-                            stats.cascade_drafter_tokens))
+                            stats.cascade_drafter_tokens, text))
             print(f"{problem['task_id']:>14} {cfg.name:>10} pass={rows[-1].passed!s:5} {seconds:6.1f}s "
                   f"{stats.completion_tokens:4d} tok {stats.forward_passes:4d} passes", flush=True)
         save(rows)  # after every problem: an interrupted run still reports the problems it finished
@@ -141,6 +141,7 @@ def summarise(rows: list[Row]) -> list[dict]:
     for r in rows:
         by.setdefault(r.config, []).append(r)
     expert_s = sum(r.seconds for r in by.get("expert", [])) or None
+    expert_text = {r.task_id: r.text for r in by.get("expert", [])}
     out = []
     for name, rs in by.items():
         seconds = sum(r.seconds for r in rs)
@@ -156,19 +157,24 @@ def summarise(rows: list[Row]) -> list[dict]:
             "target_passes": sum(r.passes for r in rs),
             "acceptance": accepted / drafted if drafted else None,
             "drafter_token_share": sum(r.drafter_tokens for r in rs) / tokens if tokens else 0.0,
+            "same_as_expert": sum(expert_text.get(r.task_id) == r.text for r in rs) / len(rs) if expert_text else None,
         })
     return out
 
 
 def table(summary: list[dict]) -> str:
-    lines = ["| config | pass@1 | s/problem | tok/s | speedup vs expert | acceptance | drafter-token share |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| config | pass@1 | s/problem | tok/s | speedup vs expert | acceptance | drafter-token share | "
+             "output = expert's |", "|---|---|---|---|---|---|---|---|"]
     for s in summary:
         acc = "–" if s["acceptance"] is None else f"{s['acceptance']:.2f}"
         sp = "–" if s["speedup_vs_expert"] is None else f"{s['speedup_vs_expert']:.2f}×"
         lines.append(f"| {s['config']} | {s['pass@1']:.2f} | {s['seconds_per_problem']:.1f} | {s['tokens_per_s']:.1f} "
-                     f"| {sp} | {acc} | {s['drafter_token_share']:.2f} |")
+                     f"| {sp} | {acc} | {s['drafter_token_share']:.2f} | {_frac(s.get('same_as_expert'))} |")
     return "\n".join(lines) + "\n"
+
+
+def _frac(x) -> str:
+    return "–" if x is None else f"{x:.2f}"
 
 
 def plot(summary: list[dict], path: Path, title: str) -> None:
@@ -236,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.report:  # re-draw the table and plot from a (possibly interrupted) run's JSON
         meta = json.loads(out.with_suffix(".json").read_text())
-        rows = [Row(**r) for r in meta["rows"]]
+        rows = [Row(**{k: v for k, v in r.items() if k in Row.__dataclass_fields__}) for r in meta["rows"]]
     else:
         rows = run(args, lambda rows: report(args, out, rows))
     print(report(args, out, rows))
