@@ -130,7 +130,7 @@ def test_a_cascade_is_applied_only_when_asked_for(models, tokenizer):
     assert stats[cascade.request_id].cascade_drafter_tokens == stats[cascade.request_id].completion_tokens
 
 
-def test_greedy_cascades_in_between_are_deterministic_and_mix(models, tokenizer):
+def test_greedy_cascades_in_between_are_deterministic(models, tokenizer):
     target, drafter = models
     engine = make_engine(target, drafter, tokenizer)
     prompt = tokenizer.encode("for i in range(10):")
