@@ -130,7 +130,7 @@ def test_a_cascade_is_applied_only_when_asked_for(models, tokenizer):
     assert stats[cascade.request_id].cascade_drafter_tokens == stats[cascade.request_id].completion_tokens
 
 
-def test_greedy_cascades_in_between_are_deterministic_and_mix(models, tokenizer):
+def test_greedy_cascades_in_between_are_deterministic(models, tokenizer):
     target, drafter = models
     engine = make_engine(target, drafter, tokenizer)
     prompt = tokenizer.encode("for i in range(10):")
@@ -155,3 +155,18 @@ def test_cascade_parameters_are_validated():
     spec = SpeculationParams(method="cascade")
     assert (spec.cascade_rule, spec.cascade_alpha) == ("v3", 0.5)
     assert GREEDY.greedy
+
+
+def test_a_shortened_draft_keeps_pi_at_its_bonus_position(models, tokenizer, references):
+    """With adaptive k the engine may verify fewer tokens than were drafted: the next drafted position's q
+    becomes the bonus row, so α = 1 still reproduces the drafter alone and α = -1 the expert."""
+    engine = make_engine(*models, tokenizer, adaptive_k=True, k_max=2)
+    prompt, target_out, drafter_out = references[0]
+    loose = draft_request(prompt, 24, method="cascade", rule="v3", alpha=1.0)
+    exact = draft_request(prompt, 24, method="cascade", rule="opt", alpha=-1.0)
+    got = tokens_of(engine, [loose, exact])
+    assert got[loose.request_id] == drafter_out and got[exact.request_id] == target_out
+    draft = ModelDraft([1, 2, 3], torch.eye(5)[:3], "draft", torch.eye(5)[:4], torch.eye(5)[3], ("v3", 0.5))
+    short = draft.truncated(1)
+    assert short.tokens == [1] and torch.equal(short.bonus_probs, torch.eye(5)[1])
+    assert short.raw_probs.shape == (2, 5)

@@ -192,3 +192,23 @@ def test_abort_frees_the_drafters_kv(target, drafter_model, tokenizer):
     assert req.request_id in engine.drafter.states
     assert engine.abort(req.request_id)
     assert engine.drafter.states == {}
+
+
+def test_serve_draft_model_options(tmp_path, monkeypatch, capsys):
+    from foretell import cli
+    from foretell.testing import save_tiny_model_dir
+
+    args = cli.build_parser().parse_args(["serve", "--model", "qwen2.5-coder-1.5b", "--draft-model",
+                                          "qwen2.5-coder-0.5b", "--draft-k", "3"])
+    cfg = cli._engine_config(args)
+    assert (cfg.model, cfg.draft_model, cfg.draft_k) == ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", 3)
+
+    monkeypatch.setenv("FORETELL_CACHE_DIR", str(tmp_path / "cache"))
+    target_dir = save_tiny_model_dir(tmp_path / "target")
+    other = tmp_path / "other"
+    make_tiny_model(seed=2).save_pretrained(other)
+    make_tiny_tokenizer(vocab_size=380).save_pretrained(other)
+    code = cli.main(["serve", "--model", str(target_dir), "--draft-model", str(other), "--dtype", "float32",
+                     "--port", "0"])
+    assert code == 1
+    assert "--draft-model: the draft model's tokenizer differs" in capsys.readouterr().err

@@ -177,8 +177,8 @@ def identity(a: Sequence[int], b: Sequence[int]) -> dict[str, Any]:
 class StepProfiler:
     """Where a step's time goes, by wrapping the engine instance (no engine hook needed):
 
-    forward = ``runner.forward``; verify = ``foretell.engine.llm_engine.verify`` (module global, restored
-    after); propose = ``engine._propose`` + every proposer's ``observe`` (aligner / n-gram bookkeeping);
+    forward = ``runner.forward``; verify = ``foretell.engine.llm_engine.verify_step`` / ``verify_tree`` (module
+    globals, restored after); propose = ``engine._propose`` + every proposer's ``observe`` (aligner / n-gram bookkeeping);
     other = the rest of ``step()`` (scheduling, sampling state, detokenisation, stop strings, outputs).
     """
 
@@ -219,7 +219,8 @@ class StepProfiler:
         self._patch(self.engine, "step", "step")
         self._patch(self.engine.runner, "forward", "forward")
         self._patch(self.engine, "_propose", "propose")
-        self._patch(engine_module, "verify", "verify")
+        self._patch(engine_module, "verify_step", "verify")
+        self._patch(engine_module, "verify_tree", "verify")
         original_make = engine_module.make_proposer
 
         def make_proposer(*args, **kwargs):

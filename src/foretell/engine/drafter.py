@@ -33,6 +33,7 @@ from foretell.core.sampling import Purpose, SamplerState, penalize, process_logi
 from foretell.core.verify import VerifyResult, _logprobs, cascade_distributions, rejection_sample, verify
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import ModelRunner, Segment
+from foretell.models.default_model import ModelError
 
 if TYPE_CHECKING:
     from foretell.engine.sequence import Sequence as EngineSequence
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 SOURCE = "draft"
 
 
-class VocabularyMismatch(ValueError):
+class VocabularyMismatch(ModelError):
     """The draft model cannot draft for the target: its tokenizer is not the target's."""
 
 
@@ -248,7 +249,7 @@ def check_vocabularies(draft_vocab: int, target_vocab: int, draft_tokenizer=None
     if draft_tokenizer is not None and target_tokenizer is not None:
         if draft_tokenizer.get_vocab() != target_tokenizer.get_vocab():
             raise VocabularyMismatch(
-                "the draft model's tokenizer differs from the target's (different token ids); a draft model must "
+                "--draft-model: the draft model's tokenizer differs from the target's (different token ids); a draft model must "
                 "share the target's vocabulary, e.g. a smaller model of the same family"
             )
         draft_vocab_used = len(draft_tokenizer)
@@ -257,7 +258,7 @@ def check_vocabularies(draft_vocab: int, target_vocab: int, draft_tokenizer=None
         return
     if draft_vocab != target_vocab:
         raise VocabularyMismatch(
-            f"the draft model's vocabulary has {draft_vocab} entries, the target's {target_vocab}; a draft model "
+            f"--draft-model: the draft model's vocabulary has {draft_vocab} entries, the target's {target_vocab}; a draft model "
             "must share the target's vocabulary"
         )
 

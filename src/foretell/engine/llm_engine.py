@@ -27,8 +27,8 @@ from foretell.engine.api import (
     RequestOutput,
     RequestTooLongError,
 )
-from foretell.engine.drafter import DraftModel, require_draft_model, verify_step
 from foretell.engine.cost import DEFAULT_COST_POINTS
+from foretell.engine.drafter import DraftModel, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
 from foretell.engine.sequence import Sequence, Status
