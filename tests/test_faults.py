@@ -81,7 +81,7 @@ def _failing_verify(real):
 def test_a_request_failing_in_verification_fails_alone(model, tok, monkeypatch):
     good = [req(tok, seed=1), req(tok, "class Snake:", seed=2)]
     expected = {r.request_id: alone(model, tok, r) for r in good}
-    monkeypatch.setattr(llm_engine, "verify", _failing_verify(llm_engine.verify))
+    monkeypatch.setattr(llm_engine, "verify_step", _failing_verify(llm_engine.verify_step))
     e = engine(model, tok)
     bad = req(tok, "for i in", seed=BAD_SEED)
     outs = e.generate([good[0], bad, good[1]])

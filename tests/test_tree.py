@@ -136,3 +136,17 @@ def test_engine_follows_the_winning_branch_exactly(model, tokenizer, monkeypatch
         assert stats.sources["ngram"].accepted > len(plain[rid]) // 2  # the branch's tokens were kept
         assert stats.forward_passes < len(plain[rid]) / 2
     assert engine.pool.reserved_tokens == 0
+
+
+def test_kv_move_works_on_buffers_grown_inside_the_forward_pass():
+    """The runner grows KV buffers under inference mode; moving a tree's accepted path happens outside it."""
+    from foretell.engine.kv_cache import KVShape
+
+    kv = SeqKV(KVShape(2, 1, 4, torch.float32, torch.device("cpu")), capacity=8, max_capacity=256)
+    with torch.inference_mode():
+        kv.ensure(100)  # as ModelRunner.forward does
+        for t in kv.keys + kv.values:
+            t.copy_(torch.arange(t.numel(), dtype=t.dtype).reshape(t.shape))
+    expected = kv.keys[0][:, [20, 21, 30]].clone()
+    kv.move([20, 21, 30], 10)
+    torch.testing.assert_close(kv.keys[0][:, 10:13], expected)

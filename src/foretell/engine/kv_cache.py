@@ -69,6 +69,7 @@ class SeqKV:
             dst[:, :n] = src[:, :n]
         self.length = n
 
+    @torch.inference_mode()  # the buffers are inference tensors (grown inside the forward pass)
     def move(self, slots: list[int], dst: int) -> None:
         """Copy the keys/values at ``slots`` to the contiguous slots from ``dst`` (the accepted path of a
         token tree, laid out elsewhere in the pass, into place)."""
