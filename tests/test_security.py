@@ -65,14 +65,14 @@ def test_code_shipped_with_a_model_is_never_run(tmp_path):
 def test_logs_never_hold_prompt_text(engine, caplog, monkeypatch):
     """Requests carry a marker in messages, prediction, stop and prompt; some succeed, some are refused,
     one fails inside the engine; nothing logged at any level contains the marker."""
-    real = llm_engine.verify
+    real = llm_engine.verify_step
 
     def verify(logits, draft, sampler):
         if sampler.params.seed == 13:
             raise RuntimeError("injected fault")
         return real(logits, draft, sampler)
 
-    monkeypatch.setattr(llm_engine, "verify", verify)
+    monkeypatch.setattr(llm_engine, "verify_step", verify)
     caplog.set_level(logging.DEBUG)
     c = TestClient(build_app(engine))
     msg = [{"role": "user", "content": f"tell me {SECRET}"}]

@@ -59,7 +59,7 @@ def test_a_failing_request_gets_500_while_a_stream_beside_it_completes(server, m
     engine, url = server
     alone, errors = stream_text(url, BODY)
     assert not errors and alone
-    real = llm_engine.verify
+    real = llm_engine.verify_step
     started = threading.Event()
 
     def verify(logits, draft, sampler):
@@ -68,7 +68,7 @@ def test_a_failing_request_gets_500_while_a_stream_beside_it_completes(server, m
             raise RuntimeError("injected fault")
         return real(logits, draft, sampler)
 
-    monkeypatch.setattr(llm_engine, "verify", verify)
+    monkeypatch.setattr(llm_engine, "verify_step", verify)
     result = {}
     streamer = threading.Thread(target=lambda: result.update(stream=stream_text(url, BODY)))
     streamer.start()
