@@ -9,12 +9,9 @@ so a prediction made from an earlier answer is largely accepted, which a test ca
 
 from __future__ import annotations
 
-import threading
-import time
-from contextlib import contextmanager
-
 import torch
 
+from foretell.testing.server import serve_in_thread  # noqa: F401  (re-exported for the playground tests)
 from foretell.testing.tiny import SPECIAL_TOKENS, make_tiny_model, make_tiny_tokenizer
 
 
@@ -51,24 +48,3 @@ def printable_tiny_engine(name: str = "tiny", **config):
     config.setdefault("max_prediction_tokens", 4096)
     cfg = EngineConfig(measure_cost_curve=False, **config)
     return AsyncEngine.from_model(printable_tiny_model(), make_tiny_tokenizer(), cfg, name)
-
-
-@contextmanager
-def serve_in_thread(app, timeout_s: float = 20.0):
-    """Run ``app`` with uvicorn on 127.0.0.1 and a free port; yields the base URL; always stops it."""
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
