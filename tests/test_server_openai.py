@@ -4,14 +4,11 @@ the real engine on the tiny random model: fp32, greedy unless a test says otherw
 from __future__ import annotations
 
 import re
-import threading
 import time
-from contextlib import contextmanager
 
 import httpx
 import openai
 import pytest
-import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,26 +16,9 @@ from foretell.config import EngineConfig
 from foretell.engine.async_engine import AsyncEngine
 from foretell.server import build_app
 from foretell.testing import make_tiny_model, make_tiny_tokenizer
+from foretell.testing.server import serve_in_thread
 
 MSGS = [{"role": "user", "content": "def add(a, b):"}]
-
-
-@contextmanager
-def serve_in_thread(app, timeout_s: float = 20.0):
-    """Run ``app`` on 127.0.0.1 with a free port; yields the base URL; always stops the server."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-            time.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def make_engine(**config) -> AsyncEngine:
