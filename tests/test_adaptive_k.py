@@ -170,3 +170,21 @@ def test_short_curve_is_not_extrapolated_flat():
     assert choose_k(tracker, short, k_max=128, available=1 << 30) <= 32
     steep = CostModel({2: 1.47, 8: 1.81, 32: 3.42, 64: 6.1, 128: 10.4})  # measured: the last segment decides
     assert abs(steep.ratio(256) - (10.4 + (10.4 - 6.1) / 64 * 128)) < 1e-9
+
+
+def test_a_draft_beside_a_prompt_chunk_pays_for_its_own_time():
+    """Measured on the real-edit bench (AMD EPYC, fp32): beside a 337-token prompt, a 128-token draft from an
+    unproven prediction looked nearly free relative to the whole pass (25.4 vs 18.8 one-token passes) and
+    was chosen, then rejected (the reply opened with a code fence): a second of time to first token on every
+    request. The draft's extra time must buy tokens at the rate the request gets alone."""
+    epyc_fp32 = CostModel({2: 1.30, 8: 1.30, 16: 1.46, 32: 2.14, 64: 4.47, 128: 7.72, 256: 14.44})
+    unproven = AcceptanceTracker(prior_alpha=0.6)
+    beside_prompt = choose_k(unproven, epyc_fp32, k_max=128, available=400, batch_tokens=336)
+    alone = choose_k(unproven, epyc_fp32, k_max=128, available=400)
+    assert 0 < beside_prompt <= 16 and 0 < alone <= 16
+    old_score = unproven.expected_tokens(128) / epyc_fp32.ratios(336 + np.arange(129) + 1)
+    assert int(np.argmax(old_score)) == 128  # what the whole-pass throughput criterion picked
+    proven = AcceptanceTracker(prior_alpha=0.6)
+    for _ in range(6):
+        proven.record(31, 31)
+    assert choose_k(proven, epyc_fp32, k_max=128, available=400, batch_tokens=336) >= 24  # a proven source still drafts

@@ -60,7 +60,7 @@ def test_every_suite_ran(bench):
             oracle = task["copy_oracle"]
             assert 1 <= oracle["oracle_passes"] and oracle["efficiency"] == oracle["oracle_passes"] / oracle["decode_passes"]
     kinds = {t["kind"] for t in result["tasks"] if t["suite"] == "controls"}
-    assert kinds == {"no_prediction", "garbage", "empty"}
+    assert kinds == {"no_prediction", "garbage", "empty", "first_half"}
     expected = {(n, mode) for n in (1, 2) for mode in ("plain", "prediction")}
     assert {(c["n"], c["mode"]) for c in result["concurrency"]} == expected
     assert {"plain", "foretell"} <= set(result["profile"])
@@ -74,6 +74,16 @@ def test_identical_to_plain_in_fp32(bench):
         assert task["runs"]["hf_plain"]["identical_vs_plain"] if "hf_plain" in task["runs"] else True
     self_pred = next(t for t in result["tasks"] if t["name"] == "tiny/self-prediction")
     assert self_pred["runs"]["foretell"]["accepted_prediction"] > 0  # the acceptance path really ran
+    perfect = next(t for t in result["tasks"] if t["name"] == "snake/perfect")
+    run = perfect["runs"]["foretell"]
+    assert run["accepted_prediction"] + run["rejected_prediction"] == perfect["output_tokens"]  # its own output
+    assert run["rejected_prediction"] <= 1  # at most the last token, which the target emits itself
+    ceiling = result["summary"]["ceiling"]  # decode speedup against what the cost curve allows
+    assert ceiling["ceiling"] > 1 and ceiling["k"] >= 1
+    if perfect["decode_speedup"]:
+        assert ceiling["share"] == perfect["decode_speedup"] / ceiling["ceiling"]
+    else:  # the tiny output came whole with the first token: nothing after it to time
+        assert ceiling["share"] is None and run["forward_passes"] - run["prefill_passes"] <= 2
     for row in result["concurrency"]:
         if row["mode"] == "prediction":
             assert row["identical_requests"] == row["n"]
@@ -86,9 +96,13 @@ def test_workloads_for_the_real_tokenizer_shape():
     by_suite = {}
     for t in tasks:
         by_suite.setdefault(t.suite, []).append(t)
-    assert len(by_suite["edit"]) == 5 and len(by_suite["verbatim"]) == 1
+    assert len(by_suite["edit"]) == 5 and [t.kind for t in by_suite["verbatim"]] == ["verbatim", "perfect"]
     assert len(by_suite["corpus"]) >= 30, notes
-    assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty"}
+    assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty", "first_half"}
+    half = next(t for t in by_suite["controls"] if t.kind == "first_half")
+    size = len(by_suite["verbatim"][0].prediction_ids)
+    assert half.prediction_ids[: size // 2] == by_suite["verbatim"][0].prediction_ids[: size // 2]
+    assert half.prediction_ids[size // 2:] != by_suite["verbatim"][0].prediction_ids[size // 2:]
     garbage = next(t for t in by_suite["controls"] if t.kind == "garbage" and t.meta["prompt"] == "snake-verbatim")
     assert len(garbage.prediction_ids) == len(by_suite["verbatim"][0].prediction_ids)
     assert all(t.prediction_ids == by_suite["verbatim"][0].prediction_ids for t in by_suite["edit"])
@@ -103,3 +117,24 @@ def test_replay_of_the_recording(bench, capsys):
     assert replayed["model"] == "tiny-random-qwen2"
     assert all(t["alignment"]["oracle_passes"] >= 1 for t in replayed["tasks"])
     assert "Pooled per suite" in capsys.readouterr().out
+
+
+def test_repeat_reports_the_median_run_and_every_round(tmp_path):
+    """--repeat 3: each variant runs three times; the reported run is the median one and the per-round
+    ratios against n-gram lookup are kept beside it."""
+    from foretell.bench.harness import RunResult, median_run
+
+    runs = [RunResult("foretell", [1], wall, 0.1, 0.1, 1, 1) for wall in (3.0, 1.0, 2.0)]
+    assert median_run(runs).wall_s == 2.0 and median_run(runs).repeats == [3.0, 1.0, 2.0]
+    assert median_run(runs[:1]).repeats is None
+    out = tmp_path / "bench"
+    assert main(["--tiny", "--suite", "realedit", "--limit", "1", "--repeat", "3", "--out", str(out),
+                 "--no-progress"]) == 0
+    result = json.loads((out / "results.json").read_text())
+    (task,) = result["tasks"]
+    assert len(task["runs"]["foretell"]["repeats"]) == 3 and len(task["runs"]["ngram"]["repeats"]) == 3
+    assert len(task["speedup_vs_ngram_rounds"]) == 3
+    assert task["runs"]["foretell"]["wall_s"] == sorted(task["runs"]["foretell"]["repeats"])[1]
+    row = next(line for line in (out / "results.md").read_text().splitlines() if line.startswith("| realedit/"))
+    low, high = min(task["speedup_vs_ngram_rounds"]), max(task["speedup_vs_ngram_rounds"])
+    assert f"({low:.2f}–{high:.2f})" in row  # the range over the rounds is shown

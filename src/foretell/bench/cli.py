@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time each engine step's phases (forward, verify, propose, other)")
     p.add_argument("--k-max", type=int, default=None, help="engine k_max (default: the engine's)")
     p.add_argument("--fixed-k", action="store_true", help="disable adaptive k (propose min(k_max, available))")
+    p.add_argument("--repeat", type=_at_least_one, default=1,
+                   help="runs per task of n-gram lookup and of foretell (interleaved; plain runs once): the median run is "
+                        "reported with every run's wall time beside it (default 1)")
     p.add_argument("--cost-curve", choices=["measured", "reference"], default="measured",
                    help="verify-cost curve for adaptive k: the engine's start-up measurement (cached per machine) "
                         "or the reference curve from REFERENCE §4")
@@ -68,6 +71,13 @@ def _parse_suites(text: str) -> tuple[str, ...]:
     if unknown:
         raise SystemExit(f"foretell bench: unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}")
     return suites
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         concurrency_max_tokens=args.concurrency_max_tokens,
         engine=args.engine,
         vllm_k=args.vllm_k,
+        repeat=args.repeat,
         progress=not args.no_progress and sys.stderr.isatty(),
         argv=list(sys.argv[1:] if argv is None else argv),
     )

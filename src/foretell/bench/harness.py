@@ -58,6 +58,7 @@ class RunResult:
     draft_accepted: int = 0
     finish_reason: str | None = None
     timeline: list[tuple[float, int]] | None = None
+    repeats: list[float] | None = None  # with --repeat: every run's wall time (this result is the median run)
 
     @property
     def output_tokens(self) -> int:
@@ -93,6 +94,15 @@ class RunResult:
         d.update(output_tokens=self.output_tokens, tok_s=self.tok_s, decode_tok_s=_num(self.decode_tok_s),
                  acceptance_rate=self.acceptance_rate, draft_acceptance=self.draft_acceptance)
         return d
+
+
+def median_run(runs: Sequence[RunResult]) -> RunResult:
+    """The run with the median wall time (the lower middle for an even count); ``repeats`` = all wall times."""
+    ordered = sorted(runs, key=lambda r: r.wall_s)
+    chosen = ordered[(len(ordered) - 1) // 2]
+    if len(runs) > 1:
+        chosen = replace(chosen, repeats=[r.wall_s for r in runs])
+    return chosen
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -339,6 +349,7 @@ class BenchOptions:
     engine: str = "embedded"  # "vllm": also vLLM plain / n-gram / foretell plugin on the same tasks
     vllm_k: int = 32  # vLLM num_speculative_tokens (n-gram and foretell alike)
     progress: bool = True
+    repeat: int = 1  # runs of n-gram lookup and foretell per task, interleaved; the median run is reported
     argv: list[str] = field(default_factory=list)
 
 
@@ -376,7 +387,17 @@ class Bench:
         (result,), _ = run_engine(self.engine, [request_for(task, spec)], variant, task.timeline)
         return result
 
+    def _engine_runs(self, task: Task, variants: dict[str, SpeculationParams]) -> dict[str, RunResult]:
+        """Each variant ``opts.repeat`` times, interleaved (a slow spell of the machine hits all of them);
+        per variant the run with the median wall time, with every run's wall time in ``repeats``."""
+        runs: dict[str, list[RunResult]] = {name: [] for name in variants}
+        for _ in range(self.opts.repeat):
+            for name, spec in variants.items():
+                runs[name].append(self._engine_run(task, spec, name))
+        return {name: median_run(rs) for name, rs in runs.items()}
+
     def plain(self, task: Task) -> RunResult:
+        """Plain decoding runs once (--repeat is for the close comparisons: n-gram lookup vs prediction)."""
         if task.plain_key not in self.plain_cache:
             self.plain_cache[task.plain_key] = self._engine_run(task, PLAIN_SPEC, "plain")
         return self.plain_cache[task.plain_key]
@@ -405,17 +426,18 @@ class Bench:
         bar.set_description(task.name[:40])
         plain = self.plain(task)
         bar.update(1)
-        if task.meta.get("self_prediction"):  # tiny mode: exercise acceptance and realignment
+        if task.meta.get("self_prediction"):  # the model's own output: exact, or one token changed (tiny mode)
             own = list(plain.token_ids)
-            if len(own) > 2:
+            if len(own) > 2 and task.meta["self_prediction"] != "exact":
                 own[len(own) // 2] = (own[len(own) // 2] + 1) % self.engine.runner.vocab_size
             task = replace(task, prediction_ids=tuple(own))
         runs = {"plain": plain}
+        variants = {"foretell": foretell_spec(task)}
         if task.prediction_ids:  # the same engine without the prediction: n-gram lookup alone
-            runs["ngram"] = self._engine_run(task, NGRAM_SPEC, "ngram")
-            bar.update(1)
-        ours = runs["foretell"] = self._engine_run(task, foretell_spec(task), "foretell")
-        bar.update(1)
+            variants = {"ngram": NGRAM_SPEC, **variants}
+        runs.update(self._engine_runs(task, variants))
+        ours = runs["foretell"]
+        bar.update(len(variants))
         if task.peers:
             runs["hf_plain"] = self.hf(task, None)
             bar.update(1)
@@ -442,6 +464,8 @@ class Bench:
         row["speedup"] = row["runs"]["foretell"]["speedup_vs_plain"]
         if "ngram" in runs:
             row["speedup_vs_ngram"] = _ratio(runs["ngram"].wall_s, ours.wall_s)
+            if ours.repeats and runs["ngram"].repeats:  # per round (runs of one round ran back to back)
+                row["speedup_vs_ngram_rounds"] = [n / f for n, f in zip(runs["ngram"].repeats, ours.repeats)]
             row["passes_vs_ngram"] = [ours.forward_passes, runs["ngram"].forward_passes]
         row["copy_oracle"] = copy_oracle_efficiency(task, ours, self.engine.config.k_max)
         row["decode_speedup"] = row["runs"]["foretell"]["decode_speedup_vs_plain"]

@@ -192,6 +192,9 @@ def verbatim_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
     if opts.tiny:  # a random model ignores the file: predict its own plain output (one token changed)
         tasks.append(replace(tasks[0], name="tiny/self-prediction", kind="self_prediction", timeline=False,
                              max_tokens=max(2, min(32, opts.max_tokens or 32)), meta={"self_prediction": True}))
+    # the ceiling: the prediction is exactly what the model writes (its own plain output on this prompt)
+    tasks.append(replace(tasks[0], name="snake/perfect", kind="perfect", timeline=False,
+                         meta={"self_prediction": "exact"}))
     return tasks
 
 
@@ -256,24 +259,26 @@ def realedit_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
 
 
 def control_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
-    """Per prompt: no prediction, garbage prediction (same token length as the file / max_tokens), empty.
-    ``limit`` counts prompts here (each keeps its three variants)."""
+    """Per prompt: no prediction, garbage prediction (same token length as the file / max_tokens), empty;
+    with the file in the prompt also a prediction that matches only its first half (then garbage).
+    ``limit`` counts prompts here (each keeps its variants)."""
     code = _fit_tiny(snake_source(), 12) if opts.tiny else snake_source()
     file_len = len(encode(tokenizer, code))
     prompts = [
         ("snake-verbatim", VERBATIM_INSTRUCTION,
          chat_prompt_ids(tokenizer, file_prompt(VERBATIM_INSTRUCTION, code, reply_rule=None)),
-         _cap(file_len + 64, opts), file_len),
-        ("open", OPEN_PROMPT, chat_prompt_ids(tokenizer, OPEN_PROMPT), _cap(256, opts), _cap(256, opts)),
+         _cap(file_len + 64, opts), file_len, encode(tokenizer, code)),
+        ("open", OPEN_PROMPT, chat_prompt_ids(tokenizer, OPEN_PROMPT), _cap(256, opts), _cap(256, opts), None),
     ]
     tasks = []
-    for label, instruction, prompt, max_tokens, garbage_len in prompts[: opts.limit or None]:
+    for label, instruction, prompt, max_tokens, garbage_len, file_ids in prompts[: opts.limit or None]:
         garbage = garbage_ids(tokenizer, garbage_len)
-        for kind, pred, text in (
-            ("no_prediction", None, None),
-            ("garbage", garbage, tokenizer.decode(list(garbage))),
-            ("empty", (), ""),
-        ):
+        variants = [("no_prediction", None), ("garbage", garbage), ("empty", ())]
+        if file_ids:
+            half = len(file_ids) // 2
+            variants.append(("first_half", tuple(file_ids[:half]) + tuple(garbage[half:])))
+        for kind, pred in variants:
+            text = None if pred is None else tokenizer.decode(list(pred))
             tasks.append(Task(f"controls/{label}:{kind}", "controls", kind, instruction, prompt, pred, max_tokens,
                               text, peers=False, meta={"prompt": label}))
     return tasks

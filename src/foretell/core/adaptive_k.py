@@ -187,25 +187,54 @@ def choose_k(
     cap: int | None = None,
     batch_tokens: int = 0,
     batch_expected: float = 0.0,
+    rate: float | None = None,
 ) -> int:
-    """Tokens to propose this step, maximising expected tokens per unit time of the forward pass:
+    """Tokens to propose this step: the k with the largest :func:`net_gain` (ties go to the smaller k).
 
-        k* = argmax_{0 <= k <= min(k_max, available, cap)}  (B_E + E[(1 − α^(k+1)) / (1 − α)]) / ratio(B_n + k + 1)
-
-    where the expectation is over the tracker's posterior of α (for a known α and an empty batch this is
-    exactly :func:`optimal_k`), ratio = t(n)/t(1), and (B_n, B_E) are the tokens already in this pass from
-    other requests and the tokens they are expected to yield (0, 0 for a request alone). In a batch this
-    weighs what a longer pass costs everybody: once passes are compute-bound, speculation stops paying.
-    k = 0 is plain decoding; ties go to the smaller k. When k* = 0 the tracker may still ask for a tiny probe
-    (:meth:`AcceptanceTracker.probe_size`) so that a prediction that becomes useful again is noticed.
+    A request alone in its pass (``batch_tokens`` = 0) gets exactly the k that maximises expected tokens per
+    unit time, E[(1 − α^(k+1)) / (1 − α)] / ratio(k + 1), the expectation over the tracker's posterior of α
+    (for a known α this is :func:`optimal_k`). In a shared pass (``batch_tokens`` other tokens expected to
+    yield ``batch_expected``: other requests, or this request's own prompt chunk) a draft must pay for its
+    marginal cost at ``rate`` (default :func:`pass_rate`): a prompt of 500 tokens makes 128 draft tokens look
+    nearly free relative to the pass, but they cost as much time as a 100-token decode pass, and once passes
+    are compute-bound speculation stops paying. k = 0 is plain decoding; when it wins for a request alone the
+    tracker may still ask for a tiny probe (:meth:`AcceptanceTracker.probe_size`) so that a prediction that
+    becomes useful again is noticed.
     """
     limit = min(k_max, available, k_max if cap is None else cap)
     if limit <= 0:
         return 0
-    ks = np.arange(limit + 1, dtype=np.float64)
-    score = (batch_expected + tracker.expected_tokens(limit)) / cost.ratios(batch_tokens + ks + 1)
-    best = int(np.argmax(score))
+    expected = tracker.expected_tokens(limit)
+    if rate is None:
+        rate = pass_rate(expected, cost, batch_tokens, batch_expected)
+    best = int(np.argmax(net_gain(expected, cost, rate, batch_tokens)))
     return best if best > 0 or batch_tokens > 0 else tracker.probe_size(cost, limit)
+
+
+def standalone_rate(expected: np.ndarray, cost: CostModel) -> float:
+    """max over k of E(k) / ratio(k + 1): tokens per one-token-pass time a request gets in a pass of its own
+    (``expected`` = E(0..limit), e.g. :meth:`AcceptanceTracker.expected_tokens`); at least 1."""
+    ks = np.arange(len(expected), dtype=np.float64)
+    return float(np.max(expected / cost.ratios(ks + 1)))
+
+
+def pass_rate(expected: np.ndarray, cost: CostModel, batch_tokens: int = 0, batch_expected: float = 0.0) -> float:
+    """The rate a draft's extra tokens must beat: the larger of what the request gets in a pass of its own
+    (:func:`standalone_rate`) and what the shared pass yields per unit time without the draft."""
+    shared = (batch_expected + 1.0) / cost.ratio(batch_tokens + 1)
+    return max(standalone_rate(expected, cost), shared)
+
+
+def net_gain(expected: np.ndarray, cost: CostModel, rate: float, batch_tokens: int = 0) -> np.ndarray:
+    """Per k = 0..limit: the draft's expected extra tokens, E(k) − 1, less its extra pass time (in one-token
+    passes) valued at ``rate`` tokens per unit: E(k) − 1 − rate · (ratio(B + k + 1) − ratio(B + 1)).
+
+    With ``rate`` = the best E/ratio of a pass of its own, the k maximising this is the k maximising E/ratio
+    (Dinkelbach), so one criterion serves a request alone, in a batch, and beside its own prompt chunk.
+    """
+    ks = np.arange(len(expected), dtype=np.float64)
+    extra = cost.ratios(batch_tokens + ks + 1) - cost.ratio(batch_tokens + 1)
+    return expected - 1.0 - rate * extra
 
 
 def _require(cond: bool, name: str, message: str) -> None:

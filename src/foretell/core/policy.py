@@ -1,13 +1,17 @@
 """The draft policy: per request and step, which source drafts and how many tokens it proposes.
 
 A request's proposer has one or more *parts* (single-source proposers: the prediction aligner, n-gram
-lookup, ...). Each step every part that can draft is scored on expected tokens per unit time of the pass,
+lookup, ...). Each step every part that can draft is scored on the expected tokens its draft adds, less
+the pass time the draft adds valued at the rate λ the request could otherwise get,
 
-    score(part, k) = (B_E + E_part[(1 − α^(k+1)) / (1 − α)]) / ratio(B_n + k + 1)
+    score(part, k) = E_part[(1 − α^(k+1)) / (1 − α)] − 1 − λ · (ratio(B + k + 1) − ratio(B + 1))
 
-(:func:`foretell.core.adaptive_k.choose_k`), with α estimated per part *and per context* (the state it
-drafts from: the aligner aligned, re-anchored or guessing; n-gram lookup by the length of its match), and
-the best part drafts. Parts that did not draft still learn: what they would have proposed is compared with
+(:func:`foretell.core.adaptive_k.net_gain`; B = tokens already in the pass, the request's own prompt chunk
+included; λ = the best part's expected tokens per unit time in a pass of its own, or the shared pass's rate
+if higher). For a request alone this picks exactly the draft with the most expected tokens per unit time;
+beside a prompt chunk it keeps a cheap-looking long draft from riding on the prefill. α is estimated per part
+*and per context* (the state it drafts from: the aligner aligned, re-anchored or guessing; n-gram lookup by
+the length of its match), and the best part drafts. Parts that did not draft still learn: what they would have proposed is compared with
 the tokens the target emitted (counterfactual evidence, free), so a failing source never starves a working
 one and a source that becomes useful again is noticed at once.
 
@@ -25,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from foretell.core.adaptive_k import AcceptanceTracker, CostModel, choose_k
+from foretell.core.adaptive_k import AcceptanceTracker, CostModel, choose_k, net_gain, pass_rate
 from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 
 
@@ -40,7 +44,7 @@ class Option:
     part: Proposer
     context: str
     k: int
-    score: float
+    score: float  # net expected tokens over plain decoding, pass time paid at the step's rate
     alpha: float
     limit: int  # the most it could have proposed (room, available, cap)
 
@@ -56,6 +60,7 @@ class Decision:
     cost: float = 1.0  # the pass's cost ratio t(n)/t(1) with this draft
     branch: Draft | None = None  # a second candidate verified in the same pass (a token tree)
     branch_option: Option | None = None
+    rate: float = 1.0  # λ: tokens per one-token-pass time the draft had to beat
 
     def tree(self) -> tuple[list[int], list[int] | None, list[tuple[Draft, list[int]]]]:
         """The draft as the pass lays it out: (node tokens, their parents or None for a plain chain, per
@@ -105,29 +110,33 @@ class DraftPolicy:
         ``batch_expected`` tokens."""
         if self.proposer is None or room <= 0:
             return Decision(cost=self.cost.ratio(batch_tokens + 1))
-        options = [self._option(part, room, batch_tokens, batch_expected) for part in self.proposer.parts()]
-        options = [o for o in options if o is not None]
-        if not options:
+        parts = [(part, min(room, part.available())) for part in self.proposer.parts()]
+        parts = [(part, available) for part, available in parts if available > 0]
+        if not parts:
             return Decision(cost=self.cost.ratio(batch_tokens + 1))
+        rate = max(pass_rate(self.tracker(part.context()).expected_tokens(self._limit(part, available)),
+                             self.cost, batch_tokens, batch_expected) for part, available in parts)
+        options = [self._option(part, available, room, batch_tokens, batch_expected, rate)
+                   for part, available in parts]
         best = max(options, key=lambda o: (o.k > 0, o.score))  # first part wins ties
         draft = best.part.propose(best.k) if best.k > 0 else EMPTY_DRAFT
         expected = float(self.tracker(best.context).expected_tokens(len(draft))[-1])
-        decision = Decision(draft, best, options, expected, self.cost.ratio(batch_tokens + len(draft) + 1))
+        decision = Decision(draft, best, options, expected, self.cost.ratio(batch_tokens + len(draft) + 1),
+                            rate=rate)
         if self.trees and self.adaptive and draft.tokens:
             for other in sorted((o for o in options if o is not best), key=lambda o: -o.score):
-                if self._add_branch(decision, other, room, batch_tokens, batch_expected):
+                if self._add_branch(decision, other, room, batch_tokens):
                     break
         return decision
 
-    def _add_branch(self, decision: Decision, other: Option, room: int, batch_tokens: int,
-                    batch_expected: float) -> bool:
-        """Add ``other``'s draft as a second branch when it raises expected tokens per unit time.
+    def _add_branch(self, decision: Decision, other: Option, room: int, batch_tokens: int) -> bool:
+        """Add ``other``'s draft as a second branch when its expected tokens pay for its pass time.
 
         Where the two drafts part (after a shared prefix of j tokens) at most one is right. The branch adds
         tokens only when the main draft is accepted up to j and rejected there, while the branch's token is
         the target's: probability α_A^j · min(1 − α_A, α_B) (per-token estimates α of the two contexts); it
         then yields the expected accepted run of its next L tokens, Σ_{i<L} α_B^i, at the cost of L more
-        tokens in the pass.
+        tokens in the pass, paid at the step's rate λ.
         """
         main = decision.draft.tokens
         would = other.part.propose(other.limit).tokens
@@ -141,31 +150,34 @@ class DraftPolicy:
         p_switch = alpha_a**shared * min(1.0 - alpha_a, alpha_b)
         sizes = np.arange(1, longest + 1)
         gain = p_switch * np.cumsum(alpha_b ** (sizes - 1.0))
-        base = batch_expected + decision.expected
-        scores = (base + gain) / self.cost.ratios(batch_tokens + len(main) + sizes + 1)
-        best = int(np.argmax(scores))
-        if scores[best] <= base / decision.cost:
+        before = batch_tokens + len(main) + 1
+        net = gain - decision.rate * (self.cost.ratios(before + sizes) - self.cost.ratio(before))
+        best = int(np.argmax(net))
+        if net[best] <= 0.0:
             return False
         decision.branch = Draft(would[: shared + best + 1], None, other.part.active_source())
         decision.branch_option = other
-        decision.expected = base - batch_expected + float(gain[best])
-        decision.cost = self.cost.ratio(batch_tokens + len(main) + best + 2)
+        decision.expected += float(gain[best])
+        decision.cost = self.cost.ratio(before + best + 1)
         return True
 
-    def _option(self, part: Proposer, room: int, batch_tokens: int, batch_expected: float) -> Option | None:
-        available = min(room, part.available())
-        if available <= 0:
-            return None
+    @staticmethod
+    def _limit(part: Proposer, available: int) -> int:
+        cap = part.suggested_cap()
+        return min(available, cap) if cap is not None else available
+
+    def _option(self, part: Proposer, available: int, room: int, batch_tokens: int, batch_expected: float,
+                rate: float) -> Option:
         context = part.context()
         tracker = self.tracker(context)
-        cap = part.suggested_cap()
-        limit = min(available, cap) if cap is not None else available
+        limit = self._limit(part, available)
         if self.adaptive:
-            k = choose_k(tracker, self.cost, room, available, cap, batch_tokens, batch_expected)
+            k = choose_k(tracker, self.cost, room, available, part.suggested_cap(), batch_tokens, batch_expected,
+                         rate)
         else:
             k = limit
-        expected = float(tracker.expected_tokens(k)[-1])
-        score = (batch_expected + expected) / self.cost.ratio(batch_tokens + k + 1)
+        expected = tracker.expected_tokens(k)
+        score = float(net_gain(expected, self.cost, rate, batch_tokens)[-1])
         return Option(part, context, k, score, tracker.alpha, limit)
 
     def record(self, decision: Decision, emitted: Sequence[int]) -> None:
