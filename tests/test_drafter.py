@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from foretell.config import ConfigError, EngineConfig, SamplingParams, SpeculationParams
+from foretell.core.adaptive_k import CostModel
 from foretell.engine.api import GenerationRequest
 from foretell.engine.drafter import DraftModel, VocabularyMismatch
 from foretell.engine.llm_engine import LLMEngine
@@ -212,3 +213,59 @@ def test_serve_draft_model_options(tmp_path, monkeypatch, capsys):
                      "--port", "0"])
     assert code == 1
     assert "--draft-model: the draft model's tokenizer differs" in capsys.readouterr().err
+
+
+def test_combined_drafting_runs_the_drafter_only_where_the_prediction_does_not_serve(target, drafter_model,
+                                                                                     tokenizer):
+    """method "draft" with a prediction: the aligned prediction drafts for free, the draft model (priced by
+    its own passes) only where the output left the prediction; the output stays the target's greedy one."""
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    prompt = tokenizer.encode(PROMPTS[0])
+    reference = hf_greedy(target, prompt, 60, eos)
+    edited = reference[:20] + [(t + 7) % 300 for t in reference[20:28]] + reference[28:]
+    runs = {}
+    for name, prediction in (("alone", None), ("combined", tuple(edited))):
+        engine = make_engine(target, drafter_model, tokenizer, adaptive_k=True)
+        engine.cost = CostModel({2: 1.02, 8: 1.05, 32: 1.2, 64: 1.5})  # a GPU-like curve: drafts are cheap
+        engine.drafter.token_cost = 0.3
+        outs = engine.generate([draft_request(prompt, max_tokens=60, prediction=prediction)])
+        chunks = next(iter(outs.values()))
+        assert [t for o in chunks for t in o.new_token_ids] == reference
+        runs[name] = (chunks[-1].stats, engine.drafter.passes)
+    (alone, alone_passes), (combined, combined_passes) = runs["alone"], runs["combined"]
+    assert "prediction" not in alone.sources and alone_passes > 0
+    assert combined.sources["prediction"].accepted >= 40  # the aligned prediction drafted most of it
+    assert combined_passes < alone_passes / 2  # the drafter ran only where the prediction did not serve
+    assert combined.forward_passes < alone.forward_passes
+
+
+def test_the_policy_prices_the_drafters_own_passes():
+    from foretell.core.draft import CombinedProposer
+    from foretell.core.policy import DraftPolicy
+    from foretell.core.prediction import PredictionProposer
+    from foretell.engine.drafter import DraftModelProposer
+
+    prediction = list(range(100, 200))
+    cost = CostModel({2: 1.02, 8: 1.05, 32: 1.2, 64: 1.5})
+
+    def policy(token_cost: float) -> tuple[DraftPolicy, DraftModelProposer]:
+        drafter = DraftModelProposer(token_cost)
+        return DraftPolicy(CombinedProposer([PredictionProposer(prediction), drafter]), cost), drafter
+
+    aligned, drafter = policy(0.3)
+    aligned.proposer.observe(prediction[:10])
+    assert not aligned.would_choose(drafter, 4, 50)  # the aligned prediction is free and good
+
+    def lost_with_a_good_drafter(token_cost: float):
+        lost, drafter = policy(token_cost)
+        lost.proposer.observe([5, 6, 7, 8, 9, 10, 11, 12])
+        guess = lost.proposer.parts()[0].context()  # the output left the prediction: its guesses fail ...
+        for _ in range(6):
+            lost.tracker(guess).record(4, 0)
+            lost.tracker(drafter.context()).record(4, 3)  # ... while the drafter's drafts are mostly accepted
+        return lost, drafter
+
+    lost, drafter = lost_with_a_good_drafter(0.3)
+    assert lost.would_choose(drafter, 4, 50)  # the drafter pays for its own passes
+    pricey, drafter = lost_with_a_good_drafter(5.0)
+    assert not pricey.would_choose(drafter, 4, 50)  # a drafter slower than the target never pays

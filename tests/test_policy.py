@@ -120,3 +120,23 @@ def test_engine_trace_records_every_step_with_its_reasons(tmp_path):
     summary = summarize(records)
     assert summary["p"]["contexts"] == {"none": {"steps": len(out), "drafted": 0, "accepted": 0}}
     assert summary["q"]["contexts"]["prediction/start"]["accepted"] > 0
+
+
+def test_a_draft_continues_past_the_end_of_the_prediction():
+    """The reply is the file plus a closing fence: the prediction (the file) ends, n-gram lookup over the prompt
+    (file then fence) goes on. Near the end the pass verifies the prediction's last tokens with the n-gram
+    continuation attached (without it, one more pass for the fence: seen on the real-edit bench)."""
+    file = _text(7, 120)
+    fence = [11, 12, 13, 14]
+    prompt = _text(8, 30) + file + fence + _text(9, 10)
+    policy = DraftPolicy(make_proposer(prompt, SpeculationParams(prediction=tuple(file))), FLAT)
+    policy.proposer.observe(file[:112])
+    for _ in range(4):  # as seen on the bench: the aligned prediction exact so far, lookup once wrong
+        policy.tracker("prediction/aligned").record(30, 30)
+    policy.tracker("ngram/4").record(30, 2)
+    decision = policy.decide(room=64)
+    assert decision.source == "prediction" and decision.draft.tokens == file[112:]
+    assert decision.branch is not None and decision.branch.tokens[:8] == file[112:]
+    assert decision.branch.tokens[8:12] == fence  # the lookup's continuation: the fence (and what follows it)
+    nodes, parents, branches = decision.tree()
+    assert parents[8] == 7  # the continuation hangs off the prediction's last token: one chain

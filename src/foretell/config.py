@@ -70,7 +70,8 @@ class SpeculationParams:
     lookup over prompt + output wherever it drafts better (and as the only source without a prediction);
     ``none`` = plain decoding; ``ngram`` = n-gram lookup alone (a prediction is then ignored for drafting);
     ``prediction`` = the prediction aligner alone; ``draft`` = the server's draft model with exact (lossless)
-    rejection sampling; ``cascade`` = the draft model verified against a speculative-cascade target (lossy,
+    rejection sampling, combined with the prediction (where one is given) and n-gram lookup: the draft
+    policy runs the draft model only where its drafts, priced with its own passes, beat theirs; ``cascade`` = the draft model verified against a speculative-cascade target (lossy,
     only when asked for) with deferral ``rule`` (chow, diff, opt, v1, v2, v3; default v3) and lenience
     ``alpha`` in [-1, 1] (default 0.5): -1 makes every rule exact speculative decoding, 1 the drafter alone.
 
@@ -99,13 +100,13 @@ class SpeculationParams:
 
     @property
     def uses_prediction(self) -> bool:
-        """Drafts may come from the prediction (a non-empty one, with method auto or prediction)."""
-        return bool(self.prediction) and self.method in ("auto", "prediction")
+        """Drafts may come from the prediction (a non-empty one, with method auto, prediction or draft)."""
+        return bool(self.prediction) and self.method in ("auto", "prediction", "draft")
 
     @property
     def uses_ngram(self) -> bool:
-        """Drafts may come from n-gram lookup over prompt + output."""
-        return self.method in ("auto", "ngram")
+        """Drafts may come from n-gram lookup over prompt + output (methods auto, ngram and draft)."""
+        return self.method in ("auto", "ngram", "draft")
 
     @property
     def uses_draft_model(self) -> bool:

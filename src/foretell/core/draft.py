@@ -35,9 +35,12 @@ EMPTY_DRAFT = Draft()
 
 
 class Proposer(ABC):
-    """Proposes draft tokens for one request. ``source`` names the drafts it makes (see :class:`Draft`)."""
+    """Proposes draft tokens for one request. ``source`` names the drafts it makes (see :class:`Draft`).
+    ``token_cost``: what drafting one token costs before the target's pass, in one-token target passes
+    (0 for a prediction or n-gram lookup; a draft model's own pass per token)."""
 
     source: str = "none"
+    token_cost: float = 0.0
 
     @abstractmethod
     def propose(self, k: int) -> Draft:
@@ -69,3 +72,37 @@ class Proposer(ABC):
         """The key of the acceptance estimate for the next draft: the source, refined by the state it drafts
         from where that predicts acceptance (e.g. ``prediction/aligned``, ``ngram/3``)."""
         return self.active_source()
+
+
+class CombinedProposer(Proposer):
+    """Several proposers for one request (e.g. the prediction aligner with n-gram lookup, and a draft
+    model): the draft policy scores every part each step and the best one drafts; all observe the output.
+    Without a policy, the first part that has something to propose drafts."""
+
+    def __init__(self, proposers: Sequence[Proposer]):
+        self.proposers = list(proposers)
+
+    def _active(self) -> Proposer:
+        return next((p for p in self.proposers if p.available() > 0), self.proposers[0])
+
+    def propose(self, k: int) -> Draft:
+        return self._active().propose(k)
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        for proposer in self.proposers:
+            proposer.observe(tokens)
+
+    def available(self) -> int:
+        return max(p.available() for p in self.proposers)
+
+    def active_source(self) -> str:
+        return self._active().active_source()
+
+    def parts(self) -> list[Proposer]:
+        return [part for proposer in self.proposers for part in proposer.parts()]
+
+    @property
+    def aligner(self):
+        """The prediction aligner among the parts, if any (for the trace)."""
+        return next((a for p in self.proposers if (a := getattr(p, "aligner", None)) is not None), None)
+

@@ -123,18 +123,40 @@ class DraftPolicy:
         expected = float(self.tracker(best.context).expected_tokens(len(draft))[-1])
         decision = Decision(draft, best, options, expected, self.cost.ratio(batch_tokens + len(draft) + 1),
                             rate=rate)
-        if self.trees and self.adaptive and draft.tokens:
-            for other in sorted((o for o in options if o is not best), key=lambda o: -o.score):
+        if self.trees and self.adaptive and draft.tokens and draft.probs is None:  # trees: one-hot drafts only
+            for other in sorted((o for o in options if o is not best and o.part.token_cost == 0.0),
+                                key=lambda o: -o.score):
                 if self._add_branch(decision, other, room, batch_tokens):
                     break
         return decision
+
+    def would_choose(self, part: Proposer, available: int, room: int) -> bool:
+        """Whether ``part``, which must first run to have a draft (a draft model), should: its best draft of at
+        most ``available`` tokens, priced with its own drafting time (``part.token_cost`` per token), beats
+        plain decoding and every other part's best draft (those are free once made). Alone in a pass."""
+        limit = min(room, available)
+        if limit <= 0:
+            return False
+        if not self.adaptive:  # fixed-k speculation: every part drafts, the longest draft wins
+            return True
+        others = [(p, min(room, p.available())) for p in self.proposer.parts() if p is not part]
+        others = [(p, n) for p, n in others if n > 0]
+        expected = self.tracker(part.context()).expected_tokens(limit)
+        ks = np.arange(limit + 1, dtype=np.float64)
+        priced = self.cost.ratios(ks + 1) + part.token_cost * ks
+        rate = max([float(np.max(expected / priced))] + [
+            pass_rate(self.tracker(p.context()).expected_tokens(self._limit(p, n)), self.cost) for p, n in others])
+        mine = float(np.max(expected - 1.0 - rate * (priced - 1.0)))
+        best_other = max((self._option(p, n, room, 0, 0.0, rate).score for p, n in others), default=0.0)
+        return mine > max(best_other, 0.0)
 
     def _add_branch(self, decision: Decision, other: Option, room: int, batch_tokens: int) -> bool:
         """Add ``other``'s draft as a second branch when its expected tokens pay for its pass time.
 
         Where the two drafts part (after a shared prefix of j tokens) at most one is right. The branch adds
         tokens only when the main draft is accepted up to j and rejected there, while the branch's token is
-        the target's: probability α_A^j · min(1 − α_A, α_B) (per-token estimates α of the two contexts); it
+        the target's: probability α_A^j · min(1 − α_A, α_B) (per-token estimates α of the two contexts), or
+        α_A^j · α_B where the other draft continues past the end of the main one (j = its length); it
         then yields the expected accepted run of its next L tokens, Σ_{i<L} α_B^i, at the cost of L more
         tokens in the pass, paid at the step's rate λ.
         """
@@ -147,7 +169,10 @@ class DraftPolicy:
             return False
         alpha_a = self.tracker(decision.chosen.context).alpha
         alpha_b = self.tracker(other.context).alpha
-        p_switch = alpha_a**shared * min(1.0 - alpha_a, alpha_b)
+        if shared == len(main):  # the other draft goes on where the main one stops (e.g. past the prediction's end)
+            p_switch = alpha_a**shared * alpha_b
+        else:
+            p_switch = alpha_a**shared * min(1.0 - alpha_a, alpha_b)
         sizes = np.arange(1, longest + 1)
         gain = p_switch * np.cumsum(alpha_b ** (sizes - 1.0))
         before = batch_tokens + len(main) + 1

@@ -20,6 +20,7 @@ from typing import AsyncIterator
 from foretell.config import EngineConfig
 from foretell.engine.api import GenerationRequest, QueueFullError, RequestFailedError, RequestOutput
 from foretell.engine.llm_engine import LLMEngine
+from foretell.engine.memory import release_free_memory
 
 log = logging.getLogger("foretell.engine")
 
@@ -34,6 +35,7 @@ class AsyncEngine:
         self._stopping = False
         self._lock = threading.Lock()
         self._gauges = self._read_gauges()
+        self._busy = False  # work was done since the engine last went idle
         self._thread = threading.Thread(target=self._run, name="foretell-engine", daemon=True)
         self._thread.start()
 
@@ -142,9 +144,13 @@ class AsyncEngine:
             self._drain_inbox()
             self._publish_gauges()
             if not self.engine.has_unfinished():
+                if self._busy:  # just ran out of work: give the memory freed by finished requests back
+                    self._busy = False
+                    release_free_memory()
                 self._wakeup.wait(timeout=0.5)
                 self._wakeup.clear()
                 continue
+            self._busy = True
             try:
                 outputs = self.engine.step()
             except Exception:  # a bug outside any one request's work: fail those in flight, keep serving

@@ -69,12 +69,14 @@ class ModelDraft(Draft):
 
 
 class DraftModelProposer(Proposer):
-    """One request's view of the draft model: hands out what :meth:`DraftModel.prepare` drafted this step."""
+    """One request's view of the draft model: hands out what :meth:`DraftModel.prepare` drafted this step.
+    ``token_cost``: one drafter pass in one-token target passes (the draft policy prices drafting with it)."""
 
     source = SOURCE
 
-    def __init__(self) -> None:
+    def __init__(self, token_cost: float = 1.0) -> None:
         self.prepared: ModelDraft | None = None
+        self.token_cost = token_cost
 
     def available(self) -> int:
         return len(self.prepared.tokens) if self.prepared is not None else 0
@@ -108,15 +110,17 @@ class _State:
 class DraftModel:
     """The server's draft model, shared by all requests: per-request KV, k batched passes per step."""
 
-    def __init__(self, runner: ModelRunner, target_vocab: int, k: int = 4, target_tokenizer=None, tokenizer=None):
+    def __init__(self, runner: ModelRunner, target_vocab: int, k: int = 4, target_tokenizer=None, tokenizer=None,
+                 token_cost: float = 1.0):
         check_vocabularies(runner.vocab_size, target_vocab, tokenizer, target_tokenizer)
         self.runner = runner
         self.k = k
+        self.token_cost = token_cost  # one drafter pass in one-token target passes (see parameter_ratio)
         self.states: dict[str, _State] = {}
         self.passes = 0  # drafter forward passes so far
 
     def proposer(self, spec: SpeculationParams) -> DraftModelProposer:
-        return DraftModelProposer()
+        return DraftModelProposer(self.token_cost)
 
     def release(self, seq_id: str) -> None:
         """Free a request's drafter KV (finished or aborted)."""
@@ -130,8 +134,9 @@ class DraftModel:
         for gone in [i for i in self.states if i not in live]:
             self.release(gone)
         for seq in seqs:
-            if isinstance(seq.proposer, DraftModelProposer):
-                seq.proposer.prepared = None  # a draft not used last step is stale
+            part = drafter_part(seq.proposer)
+            if part is not None:
+                part.prepared = None  # a draft not used last step is stale
         jobs = [_Job(s, self._state(s), self._steps(s)) for s in seqs if self._wants(s, max_pending)]
         if not jobs:
             return
@@ -147,15 +152,20 @@ class DraftModel:
                 job.state.tokens += seg.tokens
                 job.take(row[0], j)
         for job in jobs:
-            job.seq.proposer.prepared = job.draft()
+            drafter_part(job.seq.proposer).prepared = job.draft()
 
     def _wants(self, seq: "EngineSequence", max_pending: int) -> bool:
-        return (
-            isinstance(seq.proposer, DraftModelProposer)
-            and seq.kv is not None
-            and 0 < seq.pending <= max_pending
-            and self._steps(seq) > 0
-        )
+        """A request drafts with the model when the model is its proposer, or one of its proposer's parts and
+        the draft policy prices the model's draft above the other parts' (e.g. the prediction while aligned)."""
+        part = drafter_part(seq.proposer)
+        if part is None or seq.kv is None or not 0 < seq.pending <= max_pending:
+            return False
+        steps = self._steps(seq)
+        if steps <= 0:
+            return False
+        if part is seq.proposer:
+            return True
+        return seq.policy.would_choose(part, steps, max(0, seq.remaining - 1))
 
     def _steps(self, seq: "EngineSequence") -> int:
         """Drafter passes for this request: k tokens (a request's k_max and its remaining room lower it);
@@ -173,6 +183,20 @@ class DraftModel:
             state = _State(SeqKV(self.runner.kv_shape, capacity=min(len(seq.tokens) + 64, cap), max_capacity=cap))
             self.states[seq.id] = state
         return state
+
+
+def drafter_part(proposer: Proposer | None) -> DraftModelProposer | None:
+    """The draft model's part of a request's proposer (the proposer itself, or one of its parts), if any."""
+    if proposer is None:
+        return None
+    return next((p for p in proposer.parts() if isinstance(p, DraftModelProposer)), None)
+
+
+def parameter_ratio(draft_model, target_model) -> float:
+    """The drafter's parameters over the target's: what one drafter pass costs in target passes (decoding is
+    bound by reading the weights), the price the draft policy puts on drafting a token."""
+    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    return count(draft_model) / max(1, count(target_model))
 
 
 class _Job:

@@ -16,7 +16,7 @@ import torch
 
 from foretell.config import ConfigError, EngineConfig
 from foretell.core.adaptive_k import CostModel
-from foretell.core.draft import Draft
+from foretell.core.draft import CombinedProposer, Draft
 from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
 from foretell.core.verify import VerifyResult, verify_tree
@@ -28,7 +28,7 @@ from foretell.engine.api import (
     RequestTooLongError,
 )
 from foretell.engine.cost import DEFAULT_COST_POINTS
-from foretell.engine.drafter import DraftModel, require_draft_model, verify_step
+from foretell.engine.drafter import DraftModel, parameter_ratio, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
 from foretell.engine.sequence import Sequence, Status
@@ -87,6 +87,7 @@ class LLMEngine:
             drafter = DraftModel(
                 ModelRunner(draft), runner.vocab_size, config.draft_k,
                 target_tokenizer=tokenizer, tokenizer=load_tokenizer(drafted.path),
+                token_cost=parameter_ratio(draft, model),
             )
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
@@ -131,10 +132,10 @@ class LLMEngine:
         if len(self.waiting) + len(self.running) >= self.config.max_num_seqs + self.config.max_queue:
             raise QueueFullError(f"server busy: {len(self.running)} running, {len(self.waiting)} queued")
         stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
-        if req.speculation.uses_draft_model:
-            proposer = self.drafter.proposer(req.speculation)
-        else:
-            proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
+        proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
+        if req.speculation.uses_draft_model:  # "draft": with the prediction and n-gram lookup; "cascade": alone
+            drafter = self.drafter.proposer(req.speculation)
+            proposer = CombinedProposer([proposer, drafter]) if proposer is not None else drafter
         policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k)
         limit = len(req.prompt_ids) + req.max_tokens
         self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, policy))
