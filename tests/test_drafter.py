@@ -256,16 +256,18 @@ def test_the_policy_prices_the_drafters_own_passes():
     aligned.proposer.observe(prediction[:10])
     assert not aligned.would_choose(drafter, 4, 50)  # the aligned prediction is free and good
 
-    def lost_with_a_good_drafter(token_cost: float):
-        lost, drafter = policy(token_cost)
-        lost.proposer.observe([5, 6, 7, 8, 9, 10, 11, 12])
-        guess = lost.proposer.parts()[0].context()  # the output left the prediction: its guesses fail ...
+    def lost(token_cost: float, guesses_accepted: int):
+        policy_, drafter = policy(token_cost)
+        policy_.proposer.observe([5, 6, 7, 8, 9, 10, 11, 12])
+        guess = policy_.proposer.parts()[0].context()  # the output left the prediction: the aligner guesses
         for _ in range(6):
-            lost.tracker(guess).record(4, 0)
-            lost.tracker(drafter.context()).record(4, 3)  # ... while the drafter's drafts are mostly accepted
-        return lost, drafter
+            policy_.tracker(guess).record(4, guesses_accepted)
+            policy_.tracker(drafter.context()).record(4, 3)  # the drafter's drafts are mostly accepted
+        return policy_, drafter
 
-    lost, drafter = lost_with_a_good_drafter(0.3)
-    assert lost.would_choose(drafter, 4, 50)  # the drafter pays for its own passes
-    pricey, drafter = lost_with_a_good_drafter(5.0)
-    assert not pricey.would_choose(drafter, 4, 50)  # a drafter slower than the target never pays
+    failing, drafter = lost(0.3, 0)
+    assert failing.would_choose(drafter, 4, 50)  # the guesses fail, the drafter pays for its own passes
+    pricey, drafter = lost(5.0, 0)
+    assert not pricey.would_choose(drafter, 4, 50)  # slower than the target: even failing free guesses win
+    working, drafter = lost(0.3, 2)
+    assert not working.would_choose(drafter, 4, 50)  # long free guesses, half right, beat 4 priced tokens

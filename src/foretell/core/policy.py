@@ -131,24 +131,25 @@ class DraftPolicy:
         return decision
 
     def would_choose(self, part: Proposer, available: int, room: int) -> bool:
-        """Whether ``part``, which must first run to have a draft (a draft model), should: its best draft of at
-        most ``available`` tokens, priced with its own drafting time (``part.token_cost`` per token), beats
-        plain decoding and every other part's best draft (those are free once made). Alone in a pass."""
+        """Whether ``part``, which must first run to have a draft (a draft model), should: its best draft of
+        1..``available`` tokens, priced with its own drafting time (``part.token_cost`` per token), beats every
+        other part's best draft (those are free once made). Where no other part would draft it runs: the
+        request asked for the draft model, so plain decoding is not the alternative. Alone in a pass."""
         limit = min(room, available)
         if limit <= 0:
             return False
-        if not self.adaptive:  # fixed-k speculation: every part drafts, the longest draft wins
-            return True
         others = [(p, min(room, p.available())) for p in self.proposer.parts() if p is not part]
         others = [(p, n) for p, n in others if n > 0]
+        if not self.adaptive or not others:  # fixed-k speculation, or nothing else to choose
+            return True
         expected = self.tracker(part.context()).expected_tokens(limit)
         ks = np.arange(limit + 1, dtype=np.float64)
         priced = self.cost.ratios(ks + 1) + part.token_cost * ks
         rate = max([float(np.max(expected / priced))] + [
             pass_rate(self.tracker(p.context()).expected_tokens(self._limit(p, n)), self.cost) for p, n in others])
-        mine = float(np.max(expected - 1.0 - rate * (priced - 1.0)))
-        best_other = max((self._option(p, n, room, 0, 0.0, rate).score for p, n in others), default=0.0)
-        return mine > max(best_other, 0.0)
+        mine = float(np.max((expected - 1.0 - rate * (priced - 1.0))[1:]))
+        drafting = [o.score for o in (self._option(p, n, room, 0, 0.0, rate) for p, n in others) if o.k > 0]
+        return not drafting or mine > max(drafting)
 
     def _add_branch(self, decision: Decision, other: Option, room: int, batch_tokens: int) -> bool:
         """Add ``other``'s draft as a second branch when its expected tokens pay for its pass time.
