@@ -6,14 +6,16 @@ what the target accepted, and where the prediction aligner stands. One JSON obje
 A record (fields absent when they do not apply)::
 
     {"step": 812, "t": 41.27, "request": "c7a…", "pos": 233, "batch_tokens": 0,
-     "source": "prediction", "context": "prediction/aligned", "k": 48, "expected": 31.5, "cost": 1.52,
+     "source": "prediction", "context": "prediction/aligned", "k": 48, "expected": 31.5, "cost": 1.52, "rate": 20.1,
      "branch": {"source": "ngram", "context": "ngram/2", "k": 6},
-     "options": [{"context": "prediction/aligned", "k": 48, "limit": 611, "alpha": 0.97, "score": 20.7}, …],
+     "options": [{"context": "prediction/aligned", "k": 48, "limit": 611, "alpha": 0.97, "score": 19.7}, …],
      "winner": "prediction", "accepted": 48, "emitted": 49,
      "aligner": {"aligned": true, "position": 702, "context": "prediction/aligned"}}
 
 ``expected`` is the policy's expected tokens for this request from the pass, ``cost`` the pass's cost in
-one-token passes (the measured curve), ``score`` each option's expected tokens per unit cost.
+one-token passes (the measured curve), ``rate`` the tokens per one-token-pass time a draft had to beat, and
+``score`` each option's expected extra tokens less its extra pass time paid at that rate
+(:func:`foretell.core.adaptive_k.net_gain`).
 :func:`summarize` turns a trace into per-source totals (the bench prints them).
 """
 
@@ -42,6 +44,7 @@ def step_record(step: int, start: float, request_id: str, pos: int, batch_tokens
     record = {"step": step, "t": round(time.perf_counter() - start, 4), "request": request_id, "pos": pos,
               "batch_tokens": batch_tokens, "source": decision.source, "k": len(decision.draft),
               "expected": round(decision.expected, 3), "cost": round(decision.cost, 3),
+              "rate": round(decision.rate, 3),
               "winner": winner, "accepted": accepted, "emitted": emitted}
     if decision.chosen is not None:
         record["context"] = decision.chosen.context
