@@ -275,13 +275,10 @@ def report(args, out: Path, rows: list[Row]) -> str:
 
 
 def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ×{os.cpu_count()}"
-    except OSError:
-        pass
-    return "unknown CPU"
+    from foretell.bench.harness import machine_info
+
+    info = machine_info()
+    return f"{info['cpu']} ×{info['cores']}"
 
 
 if __name__ == "__main__":

@@ -27,12 +27,16 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"], help="weights dtype (default: auto)")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     g.add_argument("--max-model-len", type=int, default=None, help="context length (default: the model's, at most 32768)")
+    g.add_argument("--exact", action="store_true",
+                   help="batch-invariant numerics: outputs bit-identical with and without a prediction in any dtype "
+                   "(bf16 included), at the cost of slower verify passes and prefill (docs/EXACT.md)")
 
 
 def _engine_config(args: argparse.Namespace, **overrides):
     from foretell.config import EngineConfig
 
-    fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len)
+    fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len,
+                  exact=getattr(args, "exact", False))
     for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k"):
         value = getattr(args, name, None)
         if value is not None:
@@ -47,12 +51,12 @@ class LoadError(Exception):
 
 def _load_engine(config):
     from foretell.engine.async_engine import AsyncEngine
-    from foretell.engine.runner import UnsupportedModelError
+    from foretell.engine.runner import ExactModeUnavailable, UnsupportedModelError
     from foretell.models.default_model import ModelError
 
     try:
         return AsyncEngine.from_config(config)
-    except (ModelError, UnsupportedModelError) as exc:
+    except (ModelError, UnsupportedModelError, ExactModeUnavailable) as exc:
         raise LoadError(str(exc)) from exc
 
 

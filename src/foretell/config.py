@@ -144,6 +144,7 @@ class EngineConfig:
     measure_cost_curve: bool = True
     seed: int = 0
     trace_path: str | None = None  # append a JSON line per request and step (foretell.engine.trace)
+    exact: bool = False  # batch-invariant numerics: outputs bit-identical with and without speculation in any dtype
 
     def __post_init__(self) -> None:
         _check(self.dtype in ("auto", "bfloat16", "float16", "float32"), "dtype", "auto|bfloat16|float16|float32")

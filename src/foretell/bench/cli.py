@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time each engine step's phases (forward, verify, propose, other)")
     p.add_argument("--k-max", type=int, default=None, help="engine k_max (default: the engine's)")
     p.add_argument("--fixed-k", action="store_true", help="disable adaptive k (propose min(k_max, available))")
+    p.add_argument("--exact", action="store_true", help="the engine in exact (batch-invariant) mode, HF peers too")
     p.add_argument("--repeat", type=_at_least_one, default=1,
                    help="runs per task of n-gram lookup and of foretell (interleaved; plain runs once): the median run is "
                         "reported with every run's wall time beside it (default 1)")
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.profile,
         k_max=args.k_max,
         adaptive_k=not args.fixed_k,
+        exact=args.exact,
         cost_curve=args.cost_curve,
         peers_on=tuple(s.strip() for s in args.peers_on.split(",") if s.strip()),
         record_only=args.record_only,

@@ -341,6 +341,7 @@ class BenchOptions:
     profile: bool = False
     k_max: int | None = None
     adaptive_k: bool = True
+    exact: bool = False  # the engine's batch-invariant mode
     cost_curve: str = "measured"  # measured (the engine's cached start-up measurement) | reference
     concurrency: tuple[int, ...] = (1, 4, 8)
     concurrency_max_tokens: int = 256
@@ -357,7 +358,7 @@ def load_engine(opts: BenchOptions):
     """(engine, model name, dtype name). Tiny: the random fp32 test model; else ``LLMEngine.from_config``."""
     from foretell.engine.llm_engine import LLMEngine
 
-    overrides = {"prefix_cache": False, "adaptive_k": opts.adaptive_k}
+    overrides = {"prefix_cache": False, "adaptive_k": opts.adaptive_k, "exact": opts.exact}
     if opts.k_max is not None:
         overrides["k_max"] = opts.k_max
     if opts.tiny:

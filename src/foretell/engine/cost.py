@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -33,13 +34,16 @@ MEASURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MIN_SIZES = 4  # always measured (1, 2, 4, 8), however slow: the curve needs points beyond n = 1
 MAX_PASS_SECONDS = 1.0  # larger sizes are skipped once a warm pass takes this long (the curve extrapolates)
 WARMUP_PASSES = 2  # untimed passes per size before anything is timed
+MAX_SPREAD = 1.25  # a curve whose passes of one size varied more (median over sizes) is not cached
 
 
-def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4) -> dict[int, float]:
+def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4,
+                        spread: dict[int, float] | None = None) -> dict[int, float]:
     """Wall time of a pass over n new tokens after ``context`` cached ones, relative to n = 1.
 
     Sizes are interleaved in rounds and the fastest pass of each size is kept: other work on the machine only
     ever adds time, so the minimum is the robust estimate (a median taken under load can be off by ×7).
+    ``spread``, when given, receives each size's slowest / fastest pass (how busy the machine was).
     """
     top = max(MEASURE_SIZES)
     kv = SeqKV(runner.kv_shape, capacity=context + top, max_capacity=context + top)
@@ -49,9 +53,13 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
     kv.length = context
     sizes = _affordable_sizes(runner, kv, vocab, gen)  # warm-up round, stops at slow sizes
     best = {n: float("inf") for n in sizes}
+    worst = {n: 0.0 for n in sizes}
     for _ in range(rounds):
         for n in sizes:
-            best[n] = min(best[n], _timed_pass(runner, kv, n, vocab, gen))
+            seconds = _timed_pass(runner, kv, n, vocab, gen)
+            best[n], worst[n] = min(best[n], seconds), max(worst[n], seconds)
+    if spread is not None:
+        spread.update({n: worst[n] / best[n] for n in sizes})
     points, prev = {}, 1.0
     for n in sizes:  # non-decreasing, and never above n: n single passes do the same work
         prev = min(max(prev, best[n] / best[1]), float(n))
@@ -62,14 +70,14 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
 def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.Generator) -> float:
     """Seconds of one pass over ``n`` tokens; on a GPU the clock stops only once the kernels finished."""
     tokens = torch.randint(0, vocab, (n,), generator=gen).tolist()
-    _synchronize(runner.device)
+    synchronize(runner.device)
     start = time.perf_counter()
     runner.forward([Segment(kv, tokens, num_logits=n)])
-    _synchronize(runner.device)
+    synchronize(runner.device)
     return time.perf_counter() - start
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -107,10 +115,16 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path) -> 
     cached = _read_cached(path)
     if cached is not None:
         return cached
-    measured = valid_cost_points(measure_cost_points(runner))
+    spread: dict[int, float] = {}
+    measured = valid_cost_points(measure_cost_points(runner, spread=spread))
     if measured is None:
         log.warning("the measured verify-cost curve is invalid; using the default curve (measured again next start)")
         return dict(DEFAULT_COST_POINTS)
+    if spread and statistics.median(spread.values()) > MAX_SPREAD:
+        log.warning("the machine was busy while the verify-cost curve was measured (passes of one size varied "
+                    "up to ×%.1f); using it now, refined from the passes run, and measuring again next start",
+                    max(spread.values()))
+        return measured
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"key": key, "points": measured}, indent=1))
@@ -127,3 +141,62 @@ def _read_cached(path: Path) -> dict[int, float] | None:
     if valid is None:
         log.warning("ignoring the invalid cached verify-cost curve %s", path)
     return valid
+
+
+class CostCalibrator:
+    """Refines the cost curve from the passes the engine actually runs.
+
+    A start-up measurement can be wrong for the life of the cache: taken while another process loaded the
+    machine, it once recorded {2: 1.26, 4: 2.58, 8: 2.58} for a model whose 32-token pass costs 2.4× one
+    token, so long drafts looked three times too dear on every later start. The engine reports each pass
+    over decode and verify tokens only (every token needs logits, as in the start-up measurement; prompt
+    chunks are cheaper per token and are not counted). Per pass size the fastest pass seen is kept (load
+    only ever adds time); once a size has ``min_samples`` passes its ratio to the fastest one-token pass
+    replaces the start-up curve there, and beyond the largest such size the start-up curve is kept only where
+    it agrees with the observed one at that size (within ``agree``), otherwise the observed curve is
+    extrapolated (:class:`CostModel`'s rule). :meth:`observe` returns a new curve every ``every`` passes when
+    it changed, else None.
+    """
+
+    def __init__(self, points: dict[int, float], every: int = 16, min_samples: int = 3, agree: float = 0.25):
+        self.base = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
+        self.every, self.min_samples, self.agree = every, min_samples, agree
+        self.fastest: dict[int, float] = {}
+        self.counts: dict[int, int] = {}
+        self.passes = 0
+        self.current = dict(self.base)
+
+    def observe(self, tokens: int, seconds: float) -> CostModel | None:
+        if tokens < 1 or not seconds > 0.0:
+            return None
+        self.fastest[tokens] = min(seconds, self.fastest.get(tokens, float("inf")))
+        self.counts[tokens] = self.counts.get(tokens, 0) + 1
+        self.passes += 1
+        if self.passes % self.every:
+            return None
+        points = self.points()
+        if points == self.current:
+            return None
+        self.current = points
+        return CostModel(points)
+
+    def points(self) -> dict[int, float]:
+        """The start-up curve with the observed ratios in place where there are enough passes."""
+        if self.counts.get(1, 0) < self.min_samples:
+            return dict(self.current)
+        t1 = self.fastest[1]
+        seen = sorted(n for n, c in self.counts.items() if n > 1 and c >= self.min_samples)
+        if not seen:
+            return dict(self.current)
+        observed, prev = {1: 1.0}, 1.0
+        for n in seen:  # non-decreasing, and never above n (n one-token passes do the same work)
+            prev = min(max(prev, self.fastest[n] / t1), float(n))
+            observed[n] = round(prev, 4)
+        top = seen[-1]
+        base = CostModel(self.base)
+        if abs(base.ratio(top) / observed[top] - 1.0) <= self.agree:
+            scale = observed[top] / base.ratio(top)
+            for n, r in self.base.items():
+                if n > top:
+                    observed[n] = round(max(observed[top], r * scale), 4)
+        return observed

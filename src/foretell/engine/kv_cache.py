@@ -86,6 +86,7 @@ class SeqKV:
 class CacheEntry:
     tokens: np.ndarray  # the token ids whose KV is in ``kv`` (kv.length == len(tokens))
     kv: SeqKV
+    reusable: int  # leading positions a new request may take (all of them, except with ``reuse_align``)
 
 
 class KVPool:
@@ -98,8 +99,12 @@ class KVPool:
     and are evicted (least recently used first) to make room.
     """
 
-    def __init__(self, shape: KVShape, budget_tokens: int, max_seq_capacity: int, prefix_cache: bool = True):
+    def __init__(self, shape: KVShape, budget_tokens: int, max_seq_capacity: int, prefix_cache: bool = True,
+                 reuse_align: int | None = None):
+        """``reuse_align`` (exact mode): reuse only whole prompt chunks of this size, so a reused position's
+        keys/values were computed in the same chunk a fresh request would compute them in."""
         self.shape = shape
+        self.reuse_align = reuse_align
         self.budget_tokens = budget_tokens
         self.max_seq_capacity = max_seq_capacity
         self.prefix_cache_enabled = prefix_cache
@@ -133,13 +138,17 @@ class KVPool:
         entry = self._longest_prefix(prompt)
         reused = 0
         if entry is not None:
-            reused = min(_common_prefix(entry.tokens, prompt), len(prompt) - 1)
+            reused = min(_common_prefix(entry.tokens, prompt), entry.reusable, len(prompt) - 1)
+            if self.reuse_align:
+                reused -= reused % self.reuse_align
             if reused > 0:
                 kv.copy_prefix_from(entry.kv, reused)
         return kv, reused
 
-    def release(self, seq_id: str, kv: SeqKV | None, tokens: list[int] | None) -> None:
-        """Free a sequence's reservation; with ``tokens`` its KV is kept as a prefix-cache entry."""
+    def release(self, seq_id: str, kv: SeqKV | None, tokens: list[int] | None, prompt_len: int | None = None) -> None:
+        """Free a sequence's reservation; with ``tokens`` its KV is kept as a prefix-cache entry. With
+        ``reuse_align``, only the whole chunks before the prompt's last token are reusable (the positions after
+        them were computed one query at a time: decode steps and the chunk that ends the prompt)."""
         self.reserved.pop(seq_id, None)
         if kv is None or tokens is None or not self.prefix_cache_enabled or kv.length == 0:
             return
@@ -148,7 +157,10 @@ class KVPool:
             n = len(entry.tokens)
             if n <= len(kept) and _common_prefix(entry.tokens, kept) == n:
                 del self.cache[key]
-        self.cache[self._next_entry] = CacheEntry(kept, kv)
+        reusable = len(kept)
+        if self.reuse_align:
+            reusable = min(reusable, max(0, (prompt_len or 0) - 1)) // self.reuse_align * self.reuse_align
+        self.cache[self._next_entry] = CacheEntry(kept, kv, reusable)
         self._next_entry += 1
         self._evict_until_fits(0)
 

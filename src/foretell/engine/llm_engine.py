@@ -27,7 +27,7 @@ from foretell.engine.api import (
     RequestOutput,
     RequestTooLongError,
 )
-from foretell.engine.cost import DEFAULT_COST_POINTS
+from foretell.engine.cost import DEFAULT_COST_POINTS, CostCalibrator, synchronize
 from foretell.engine.drafter import DraftModel, parameter_ratio, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
@@ -50,16 +50,20 @@ class LLMEngine:
     ):
         self.config = config
         self.tokenizer = tokenizer
-        self.runner = runner if isinstance(runner, ModelRunner) else ModelRunner(runner)
+        self.runner = runner if isinstance(runner, ModelRunner) else ModelRunner(runner, exact=config.exact)
+        if config.exact and not self.runner.exact:
+            raise ValueError("EngineConfig(exact=True) needs a ModelRunner built with exact=True")
         self.drafter = drafter
         model = self.runner.model
         self.max_model_len = _max_model_len(model, config)
         self.eos_ids = _eos_ids(model, tokenizer)
         self.newline_ids = _newline_ids(tokenizer)
         self.pool = KVPool(
-            self.runner.kv_shape, config.kv_budget_tokens, self.max_model_len, prefix_cache=config.prefix_cache
+            self.runner.kv_shape, config.kv_budget_tokens, self.max_model_len, prefix_cache=config.prefix_cache,
+            reuse_align=config.prefill_chunk if self.runner.exact else None,
         )
         self.cost = cost or CostModel(DEFAULT_COST_POINTS)
+        self.calibrator: CostCalibrator | None = None  # refines self.cost from the passes run (from_config)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.forward_passes = 0
@@ -79,7 +83,7 @@ class LLMEngine:
         model = load_model(resolved.path, dtype=dtype, device=device)
         prepacked = prepack_cpu_linears(model) > 0
         tokenizer = load_tokenizer(resolved.path)
-        runner, drafter = ModelRunner(model), None
+        runner, drafter = ModelRunner(model, exact=config.exact), None
         if config.draft_model:
             drafted = resolve_model(config.draft_model)
             draft = load_model(drafted.path, dtype=dtype, device=device)
@@ -91,9 +95,10 @@ class LLMEngine:
             )
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
-            key = f"{resolved.path}|prepacked={prepacked}"
+            key = f"{resolved.path}|prepacked={prepacked}" + ("|exact" if config.exact else "")
             points = cached_cost_points(engine.runner, key, cache_dir() / "cost")
             engine.cost = CostModel(points)
+            engine.calibrator = CostCalibrator(points)
         return engine, resolved.name
 
     @property
@@ -136,7 +141,7 @@ class LLMEngine:
         if req.speculation.uses_draft_model:  # "draft": with the prediction and n-gram lookup; "cascade": alone
             drafter = self.drafter.proposer(req.speculation)
             proposer = CombinedProposer([proposer, drafter]) if proposer is not None else drafter
-        policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k)
+        policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=not self.runner.exact)
         limit = len(req.prompt_ids) + req.max_tokens
         self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, policy))
 
@@ -167,10 +172,24 @@ class LLMEngine:
         seqs, segments = self._schedule()
         if not segments:
             return failed
+        start = time.perf_counter()
         logits = self._forward(segments)
+        self._calibrate(segments, start)
         self.forward_passes += 1
         outputs = [self._advance_or_fail(seq, seg, lg) for seq, seg, lg in zip(seqs, segments, logits)]
         return failed + [o for o in outputs if o is not None]
+
+    def _calibrate(self, segments: list[Segment], start: float) -> None:
+        """Feed a pass of decode/verify tokens only (every token needs logits) to the cost calibrator; when
+        it has a better curve, every request's policy prices drafts with it from the next step on."""
+        if self.calibrator is None or any(seg.num_logits != len(seg.tokens) for seg in segments):
+            return
+        synchronize(self.runner.device)
+        cost = self.calibrator.observe(sum(len(seg.tokens) for seg in segments), time.perf_counter() - start)
+        if cost is not None:
+            self.cost = cost
+            for seq in [*self.running, *self.waiting]:
+                seq.policy.cost = cost
 
     def _forward(self, segments: list[Segment]) -> list:
         """The packed pass; if it fails, each segment alone, so a failure is pinned on its request (an
@@ -239,7 +258,7 @@ class LLMEngine:
             pending = seq.pending
             start = seq.kv.length
             if pending > 1:
-                chunk = min(pending, prefill_budget)
+                chunk = self._prompt_chunk(start, pending, prefill_budget)
                 prefill_budget -= chunk
                 if chunk == 0:
                     continue
@@ -257,6 +276,16 @@ class LLMEngine:
             batch_tokens += len(tokens)
             batch_expected += seq.decision.expected
         return seqs, segments
+
+    def _prompt_chunk(self, start: int, pending: int, budget: int) -> int:
+        """Prompt tokens this sequence computes in this pass (0 = wait for the next one). In exact mode a
+        chunk never crosses a multiple of ``prefill_chunk`` and is never cut short by the budget, so its
+        bounds, and with them its keys/values to the bit, depend on the prompt alone."""
+        if not self.runner.exact:
+            return min(pending, budget)
+        size = self.config.prefill_chunk
+        chunk = min(pending, size - start % size)
+        return chunk if chunk <= budget else 0
 
     def _propose(self, seq: Sequence, batch_tokens: int, batch_expected: float) -> Decision:
         """This step's draft (see :class:`DraftPolicy`), given the tokens already in this pass
@@ -332,7 +361,7 @@ class LLMEngine:
             self.running.remove(seq)
         if seq.kv is not None:
             seq.kv.length = min(seq.kv.length, len(seq.tokens))
-        self.pool.release(seq.id, seq.kv, seq.tokens if keep else None)
+        self.pool.release(seq.id, seq.kv, seq.tokens if keep else None, len(seq.req.prompt_ids))
         seq.kv = None
         if self.drafter is not None:
             self.drafter.release(seq.id)

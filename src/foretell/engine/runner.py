@@ -6,6 +6,14 @@ Every running sequence contributes one *segment*: the tokens whose keys/values a
 attention is the registered function :func:`_packed_attention`: per segment it writes the new keys/values
 into the sequence's own buffers at their positions and attends over that sequence's keys only. Logits are
 computed only at the positions verification needs (``logits_to_keep``).
+
+In *exact* mode (``ModelRunner(model, exact=True)``) a position's logits are bit-identical however the pass
+is composed (alone, in a verify pass of any length, beside other requests): every query that needs logits
+attends through the same one-query call a decode step makes, prompt chunks attend together within bounds
+the engine fixes, and no linear layer ever runs on one row (one-row GEMMs take a GEMV path that rounds
+differently from the GEMM every longer pass uses). A probe at start-up checks that the rows of a GEMM do not
+depend on each other with this machine's kernels; where bf16/fp16 ones do (a CPU without native bf16), those
+layers compute through oneDNN's fp32 GEMM, and where nothing helps exact mode is refused (docs/EXACT.md).
 """
 
 from __future__ import annotations
@@ -53,8 +61,9 @@ class Segment:
 class _PackedBatch:
     """Passed to the attention function through the model's kwargs for one forward pass."""
 
-    def __init__(self, segments: list[Segment]):
+    def __init__(self, segments: list[Segment], exact: bool = False):
         self.segments = segments
+        self.exact = exact
         self.starts = [s.kv.length for s in segments]
         offsets, off = [], 0
         for s in segments:
@@ -73,6 +82,14 @@ class _PackedBatch:
                 self._masks[key] = _segment_mask(self.starts[i], len(seg.tokens), window, device)
             else:
                 self._masks[key] = _tree_mask(self.starts[i], len(seg.tokens), seg.parents, window, device)
+        return self._masks[key]
+
+
+    def chunk_mask(self, i: int, n: int, window: int | None, device) -> tuple[int, torch.Tensor | None]:
+        """(first key, causal mask) for the first ``n`` tokens of segment i (exact mode's prompt chunk)."""
+        key = (i, window, "chunk")
+        if key not in self._masks:
+            self._masks[key] = _segment_mask(self.starts[i], n, window, device)
         return self._masks[key]
 
 
@@ -122,6 +139,8 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
             raise UnsupportedModelError(f"the packed attention does not implement {_UNSUPPORTED_KWARGS[name]}")
     window = kwargs.get("sliding_window")
     layer = module.layer_idx
+    if batch.exact:
+        return _exact_attention(batch, layer, query, key, value, window, scaling)
     outputs = []
     for i, (seg, start, off) in enumerate(zip(batch.segments, batch.starts, batch.offsets)):
         n = len(seg.tokens)
@@ -138,6 +157,40 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
             enable_gqa=True,
         )
         outputs.append(out)
+    out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _exact_attention(batch: _PackedBatch, layer: int, query, key, value, window, scaling):
+    """Attention whose result for a query does not depend on what else is in the pass.
+
+    Each query that needs logits (the last ``num_logits`` of a segment: a decode token, a draft) attends alone
+    over the keys it may see, exactly as in a one-token decode step (SDPA blocks and reduces differently for
+    different numbers of queries and with a mask). The queries before them (a prompt chunk) attend together,
+    as in the default mode: their result depends only on the chunk's bounds, which the engine's exact-mode
+    scheduler fixes (chunks never cross a multiple of the prefill chunk size)."""
+    outputs = []
+    for i, (seg, start, off) in enumerate(zip(batch.segments, batch.starts, batch.offsets)):
+        if seg.parents is not None:
+            raise ValueError("exact mode verifies chains only (no token trees)")
+        n = len(seg.tokens)
+        keys, values = seg.kv.keys[layer], seg.kv.values[layer]
+        keys[:, start : start + n] = key[0, :, off : off + n]
+        values[:, start : start + n] = value[0, :, off : off + n]
+        chunk = n - seg.num_logits
+        if chunk > 0:
+            first, mask = batch.chunk_mask(i, chunk, window, query.device)
+            outputs.append(F.scaled_dot_product_attention(
+                query[:, :, off : off + chunk], keys[None, :, first : start + chunk],
+                values[None, :, first : start + chunk], attn_mask=mask, scale=scaling, enable_gqa=True,
+            ))
+        for j in range(chunk, n):
+            end = start + j + 1
+            first = 0 if not window else max(0, end - window)
+            outputs.append(F.scaled_dot_product_attention(
+                query[:, :, off + j : off + j + 1], keys[None, :, first:end], values[None, :, first:end],
+                scale=scaling, enable_gqa=True,
+            ))
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
     return out.transpose(1, 2).contiguous(), None
 
@@ -186,6 +239,119 @@ def prepack_cpu_linears(model) -> int:
     return swapped
 
 
+class ExactModeUnavailable(RuntimeError):
+    """This machine's GEMM kernels give a row a result that depends on the other rows of the pass."""
+
+
+class _Fp32Linear(torch.nn.Module):
+    """A bf16/fp16 linear layer computed by oneDNN's pre-packed fp32 GEMM (exact mode on a CPU whose
+    low-precision GEMM is not row-invariant): the weights are widened exactly, each output rounded once back
+    to the input's dtype. The layer's memory is that of fp32."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        from torch.utils.mkldnn import MkldnnLinear
+
+        wide = torch.nn.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None)
+        with torch.no_grad():
+            wide.weight.copy_(linear.weight.float())
+            if linear.bias is not None:
+                wide.bias.copy_(linear.bias.float())
+        self.inner = MkldnnLinear(wide, torch.float32)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.inner.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x.float()).to(x.dtype)
+
+
+def widen_cpu_linears(model) -> int:
+    """Swap every low-precision ``nn.Linear`` on the CPU for an :class:`_Fp32Linear`; returns how many."""
+    swapped = 0
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is torch.nn.Linear and child.weight.device.type == "cpu" and child.weight.dtype != torch.float32:
+                setattr(module, name, _Fp32Linear(child))
+                swapped += 1
+    return swapped
+
+
+def _linears(model) -> list[torch.nn.Module]:
+    from torch.utils.mkldnn import MkldnnLinear
+
+    return [m for m in model.modules() if isinstance(m, (torch.nn.Linear, MkldnnLinear, _Fp32Linear))]
+
+
+def _pad_one_row(module, args):
+    """Forward pre-hook: a one-row input runs as two identical rows (a GEMM, not a GEMV)."""
+    (x,) = args
+    module._foretell_one_row = x.numel() == x.shape[-1]
+    if module._foretell_one_row:
+        return (torch.cat([x, x], dim=-2),)
+    return None
+
+
+def _unpad_one_row(module, args, output):
+    if module._foretell_one_row:
+        return output[..., :1, :]
+    return None
+
+
+def make_row_invariant(model) -> int:
+    """Make every linear layer's result for a row independent of the other rows of the call; returns how many
+    layers were hooked. No call runs on a single row (hooks pad it to two), and where this machine's GEMM
+    for the model's dtype still lets rows depend on each other (bf16 on a CPU without native bf16), the
+    layers compute in fp32 with oneDNN (:func:`widen_cpu_linears`). Raises :class:`ExactModeUnavailable`
+    where neither holds (:func:`check_row_invariance`)."""
+    prepack_cpu_linears(model)  # fp32 on CPU: oneDNN's GEMM keeps rows independent, MKL's does not
+    handles = _hook_linears(model)
+    try:
+        check_row_invariance(model)
+    except ExactModeUnavailable:
+        if widen_cpu_linears(model) == 0:
+            raise
+        for handle in handles:
+            handle.remove()
+        handles = _hook_linears(model)
+        check_row_invariance(model)
+    return len(handles) // 2
+
+
+def _hook_linears(model) -> list:
+    handles = []
+    for m in _linears(model):
+        m._foretell_one_row = False
+        handles.append(m.register_forward_pre_hook(_pad_one_row))
+        handles.append(m.register_forward_hook(_unpad_one_row))
+    return handles
+
+
+@torch.inference_mode()
+def check_row_invariance(model, rows: int = 37, seed: int = 0) -> None:
+    """Raise :class:`ExactModeUnavailable` unless every linear layer (one of each weight shape) gives each
+    row the same bits in a pass of ``rows`` rows, alone (padded), and in slices of the pass."""
+    param = next(model.parameters())
+    gen = torch.Generator().manual_seed(seed)
+    seen: set[tuple] = set()
+    for m in _linears(model):
+        out_features, in_features = m.weight.shape
+        shape = (in_features, out_features, getattr(m, "bias", None) is not None)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        x = torch.randn(1, rows, in_features, generator=gen).to(param.dtype).to(param.device)
+        full = m(x)
+        for a, b in ((0, 1), (rows - 1, rows), (0, 2), (3, 10), (5, rows)):
+            if not torch.equal(m(x[:, a:b]), full[:, a:b]):
+                raise ExactModeUnavailable(
+                    f"exact mode: a linear layer {in_features}->{out_features} ({param.dtype}, "
+                    f"{param.device}) gives rows {a}..{b - 1} other bits alone than in a pass of {rows} rows on "
+                    "this machine's kernels; run without --exact"
+                )
+
+
 def kv_shape_of(model) -> KVShape:
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -202,7 +368,7 @@ class ModelRunner:
     writes by position (rollback = lowering ``SeqKV.length``), ``vocab_size``, ``device`` and ``model``.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, exact: bool = False):
         missing = unsupported_attention(model)
         if missing is not None:
             name = type(model).__name__
@@ -219,6 +385,9 @@ class ModelRunner:
         self.kv_shape = kv_shape_of(model)
         self.device = self.kv_shape.device
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.exact = exact
+        if exact:
+            make_row_invariant(self.model)
 
     @torch.inference_mode()
     def forward(self, segments: list[Segment]) -> list[torch.Tensor]:
@@ -226,7 +395,7 @@ class ModelRunner:
         advances nothing: the caller sets ``kv.length`` to what verification accepted."""
         for seg in segments:
             seg.kv.ensure(seg.kv.length + len(seg.tokens))
-        batch = _PackedBatch(segments)
+        batch = _PackedBatch(segments, self.exact)
         ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
         positions = torch.tensor([p for s in segments for p in s.positions()], device=self.device)[None]
         keep = [off + len(s.tokens) - s.num_logits + j for s, off in zip(segments, batch.offsets) for j in range(s.num_logits)]

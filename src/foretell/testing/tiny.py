@@ -67,6 +67,7 @@ def make_tiny_model(
     hidden_size: int = 64,
     init_scale: float = 0.2,
     max_position_embeddings: int = 2048,
+    intermediate_size: int | None = None,
 ):
     """A random-weight causal LM of the given architecture ("qwen2" or "llama"), in eval mode."""
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
@@ -76,7 +77,7 @@ def make_tiny_model(
     common = dict(
         vocab_size=vocab,
         hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
+        intermediate_size=intermediate_size or hidden_size * 2,
         num_hidden_layers=num_layers,
         num_attention_heads=4,
         num_key_value_heads=2,
