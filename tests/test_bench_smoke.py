@@ -77,7 +77,8 @@ def test_identical_to_plain_in_fp32(bench):
     perfect = next(t for t in result["tasks"] if t["name"] == "snake/perfect")
     run = perfect["runs"]["foretell"]
     assert run["accepted_prediction"] + run["rejected_prediction"] == perfect["output_tokens"]  # its own output
-    assert run["rejected_prediction"] <= 1  # at most the last token, which the target emits itself
+    # every token but each pass's own (the target's token after the accepted draft) came from the prediction
+    assert run["rejected_prediction"] <= run["forward_passes"] < perfect["output_tokens"] / 2
     ceiling = result["summary"]["ceiling"]  # decode speedup against what the cost curve allows
     assert ceiling["ceiling"] > 1 and ceiling["k"] >= 1
     if perfect["decode_speedup"]:
