@@ -1,6 +1,9 @@
 """Faults on loopback: streams cancelled at random points, then a SIGTERM with streams in flight.
 
-1. Baseline: warm-up requests, then the KV gauge (/metrics) and the server's RSS.
+1. Baseline: warm-up requests (and ``--warmup-streams`` cancelled streams: the first packed batches of each
+   size grow the process once — oneDNN keeps a primitive per GEMM shape, the allocator keeps its arenas — so
+   a leak shows against the RSS after them, and the RSS before them is reported beside), then the KV gauge
+   (/metrics) and the server's RSS.
 2. ``--streams`` streaming requests (``--concurrency`` at a time), each closed by the client after a random
    number of chunks (0 = while it may still be queued). Then: nothing running or queued, KV and RSS back to
    the baseline, and a normal request still gets the same answer as before.
@@ -61,8 +64,8 @@ async def cancelled_stream(client: httpx.AsyncClient, url: str, i: int, rng: ran
     return read
 
 
-async def cancel_many(url: str, streams: int, concurrency: int, max_tokens: int) -> dict:
-    rng = random.Random(1)
+async def cancel_many(url: str, streams: int, concurrency: int, max_tokens: int, seed: int = 1) -> dict:
+    rng = random.Random(seed)
     sem = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=concurrency + 4)) as client:
         async def one(i):
@@ -118,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--drain", type=int, default=4)
     p.add_argument("--rounds", type=int, default=1, help="repeat the cancellations, RSS after each (a leak grows)")
+    p.add_argument("--warmup-streams", type=int, default=0,
+                   help="cancelled streams before the baseline is taken (RSS before them is reported too)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     serve_args = ["--dtype", args.dtype, "--device", "cpu", "--max-queue", "256", "--shutdown-timeout", "60"]
@@ -126,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     with serve(serve_args) as (proc, url):
         reference = asyncio.run(answer(url))
         asyncio.run(answer(url))
+        report["rss_mb_before_warmup"] = round(rss_mb(proc.pid), 1)
+        if args.warmup_streams:
+            report["warmup"] = asyncio.run(cancel_many(url, args.warmup_streams, args.concurrency, args.max_tokens,
+                                                       seed=2))
         base = settle(url)
         report["baseline"] = {k: base[k] for k in ("kv_tokens_reserved", "kv_tokens_cached")}
         report["baseline"]["rss_mb"] = round(rss_mb(proc.pid), 1)

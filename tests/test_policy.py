@@ -10,8 +10,9 @@ from foretell.config import SpeculationParams
 from foretell.core.adaptive_k import CostModel
 from foretell.core.draft import Draft, Proposer
 from foretell.core.policy import DraftPolicy
-from foretell.core.prediction import make_proposer
+from foretell.core.prediction import LeadIn, make_proposer
 from foretell.core.simulate import simulate_policy
+from foretell.core.tokens import TokenClasses
 
 FLAT = CostModel({8: 1.03, 64: 1.5, 128: 2.2})  # a machine where verifying many tokens is nearly free
 STEEP = CostModel({2: 2.0, 64: 64.0})  # every token costs a full pass: speculation cannot pay
@@ -160,3 +161,139 @@ def test_the_first_draft_of_a_prediction_is_short_then_grows_once_the_reply_foll
     policy.proposer.observe(emitted)
     second = policy.decide(383 - len(emitted))
     assert second.chosen.context == "prediction/aligned" and len(second.draft) >= 16
+
+
+# ---- the fence lead-in ------------------------------------------------------------------------------------
+
+NL, FENCE, LANG = 10, 20, 21
+CLASSES = TokenClasses(newline=frozenset({NL}), fence=frozenset({FENCE}))
+FP32_CURVE = CostModel({2: 1.23, 4: 1.30, 8: 1.42, 16: 1.68, 32: 2.28, 64: 3.38, 128: 5.87, 256: 10.58})
+
+
+def test_lead_in_is_the_fence_line_before_the_prediction_in_the_prompt():
+    file = _text(11, 40)
+    instruction = [1, 2, 3, NL, NL]
+    prompt = instruction + [FENCE, LANG, NL] + file + [NL, FENCE, NL]
+    lead = LeadIn.fence(prompt, file, CLASSES)
+    assert lead.propose(5).tokens == [FENCE, LANG, NL] + file[:2]
+    assert LeadIn.fence(prompt, file, TokenClasses(newline=frozenset({NL}))) is None  # no fence tokens known
+    assert LeadIn.fence(instruction + file, file, CLASSES) is None  # no fence before the file
+    assert LeadIn.fence(instruction + [FENCE, LANG, NL, 5, 6, NL] + file, file, CLASSES) is None  # another line between
+    assert LeadIn.fence(instruction + [FENCE, LANG, 7] + file, file, CLASSES) is None  # the file does not start a line
+    second = [FENCE, 22, NL]
+    assert LeadIn.fence(prompt + second + file, file, CLASSES).propose(3).tokens == second  # the last copy
+
+
+def test_lead_in_follows_the_output_then_stops_for_good():
+    lead = LeadIn([7, 8], [5, 6, 9])
+    assert lead.propose(3).tokens == [7, 8, 5] and lead.context() == "prediction/lead"
+    lead.observe([7, 8, 5])
+    assert lead.propose(4).tokens == [6, 9] and lead.available() == 2
+    lead.observe([4])
+    assert lead.available() == 0 and lead.propose(4).tokens == []
+    lead.observe([9])
+    assert lead.available() == 0
+
+
+def test_a_reply_that_opens_with_the_prompts_fence_is_drafted_from_its_first_token():
+    """The prompt holds the file in a fence and the reply repeats the fence, then the file (8 of 9 replies on
+    the real-edit bench). The first draft, riding on the prompt's last chunk, is the fence line and the file's
+    first tokens; without the lead-in it was 1–4 of the file's tokens, rejected at the fence, and n-gram lookup
+    took two more passes to find the file (seen in the trace)."""
+    file = tuple(_text(12, 400))
+    fence = [FENCE, LANG, NL]
+    prompt = [1, 2, 3, NL, NL] + fence + list(file) + [NL, FENCE]
+    reply = fence + list(file[:200]) + _text(13, 10) + list(file[200:])
+    with_lead = DraftPolicy(make_proposer(prompt, SpeculationParams(prediction=file), CLASSES), FP32_CURVE)
+    first = with_lead.decide(600, batch_tokens=285)
+    assert first.chosen.context == "prediction/lead" and first.draft.tokens[:4] == fence + [file[0]]
+    assert len(first.draft) >= 16
+    without = DraftPolicy(make_proposer(prompt, SpeculationParams(prediction=file)), FP32_CURVE)
+    assert without.decide(600, batch_tokens=285).draft.tokens[:1] != [FENCE]
+    runs = {name: simulate_policy(DraftPolicy(make_proposer(prompt, SpeculationParams(prediction=file), classes),
+                                              FP32_CURVE), reply)
+            for name, classes in (("lead", CLASSES), ("none", None))}
+    assert runs["lead"].passes < runs["none"].passes
+    assert runs["lead"].cost < runs["none"].cost
+
+
+def test_a_reply_without_the_fence_still_gets_the_prediction_at_once():
+    """Where the reply opens with the file itself (e.g. a Markdown file, or "no code fences" asked), the lead-in
+    is rejected at its first token and drafts nothing more; the aligner, which the reply follows, drafts long."""
+    file = tuple(_text(14, 300))
+    prompt = [1, 2, NL, NL, FENCE, LANG, NL] + list(file) + [NL, FENCE]
+    policy = DraftPolicy(make_proposer(prompt, SpeculationParams(prediction=file), CLASSES), FP32_CURVE)
+    first = policy.decide(400, batch_tokens=285)
+    assert first.chosen.context == "prediction/lead"
+    emitted = [file[0]]  # the target's own token: the file, not the fence
+    policy.record(first, emitted)
+    policy.proposer.observe(emitted)
+    second = policy.decide(399)
+    assert second.chosen.context == "prediction/aligned" and second.draft.tokens[:16] == list(file[1:17])
+    assert all(o.context != "prediction/lead" for o in second.options)
+
+
+def test_engine_drafts_the_lead_in_and_stays_lossless():
+    """Wiring and identity: the engine finds the lead-in with its token classes, its first step offers it, and
+    the output equals plain decoding (the tiny model's reply does not follow it: a rejected lead-in)."""
+    from foretell.config import EngineConfig, SamplingParams
+    from foretell.engine.api import GenerationRequest
+    from foretell.engine.llm_engine import LLMEngine
+    from foretell.testing import make_tiny_model, make_tiny_tokenizer
+
+    tok = make_tiny_tokenizer()
+    engine = LLMEngine(make_tiny_model(seed=3), tok, EngineConfig(measure_cost_curve=False))
+    backtick = tok.convert_tokens_to_ids("`")
+    engine.token_classes = TokenClasses(engine.token_classes.newline, frozenset({backtick}))
+    code = "def add(a, b):\n    return a + b\n"
+    prompt = tok.encode("Fix it:\n\n```\n" + code + "```")
+    greedy = SamplingParams(temperature=0.0)
+    plain = engine.generate([GenerationRequest(prompt, 40, greedy, SpeculationParams(method="none"), request_id="p")])
+    records = []
+    engine.trace = records.append
+    spec = SpeculationParams(prediction=tuple(tok.encode(code)))
+    got = engine.generate([GenerationRequest(prompt, 40, greedy, spec, request_id="q")])
+    assert [t for o in got["q"] for t in o.new_token_ids] == [t for o in plain["p"] for t in o.new_token_ids]
+    assert "prediction/lead" in [o["context"] for o in records[0]["options"]]
+
+
+def test_a_draft_ends_at_a_stop_token():
+    """Lookup over a chat prompt runs from the file into the end of the user's turn (EOS) and on into the
+    reply so far: nothing after the EOS can be accepted (the target stops there), so the draft ends with it.
+    Parts that must run to draft are not asked for their draft up front."""
+    eos = 99
+    file = _text(15, 60)
+    prompt = [1, 2] + file + [eos, 3, 4] + file[:30]  # ... file, end of turn, assistant header, the reply so far
+    spec = SpeculationParams(method="ngram")
+    policy = DraftPolicy(make_proposer(prompt, spec), FLAT, stop_ids={eos})
+    for _ in range(4):
+        policy.tracker("ngram/4").record(30, 30)  # lookup has been right all along
+    policy.proposer.observe(file[30:50])  # the reply is near the file's end
+    decision = policy.decide(room=64)
+    assert decision.draft.tokens == file[50:] + [eos]
+    unbounded = DraftPolicy(make_proposer(prompt + file[30:50], spec), FLAT)
+    for _ in range(4):
+        unbounded.tracker("ngram/4").record(30, 30)
+    assert len(unbounded.decide(room=64).draft) > len(file[50:]) + 1
+
+    class _Model(_Fixed):
+        token_cost = 0.5
+
+        def propose(self, k):
+            raise AssertionError("a draft model is not run to find a stop token")
+
+    assert DraftPolicy(_Model([eos], "draft_model"), FLAT, stop_ids={eos})._available(_Model([], "m"), 8) > 1
+
+
+def test_engine_policies_stop_at_the_requests_stop_tokens():
+    from foretell.config import EngineConfig, SamplingParams
+    from foretell.engine.api import GenerationRequest
+    from foretell.engine.llm_engine import LLMEngine
+    from foretell.testing import make_tiny_model, make_tiny_tokenizer
+
+    engine = LLMEngine(make_tiny_model(), make_tiny_tokenizer(), EngineConfig(measure_cost_curve=False))
+    greedy = SamplingParams(temperature=0.0)
+    engine.add_request(GenerationRequest([5, 6, 7], 8, greedy, SpeculationParams(), stop_token_ids=(42,)))
+    assert engine.waiting[-1].policy.stop_ids == engine.eos_ids | {42} and engine.eos_ids
+    engine.add_request(GenerationRequest([5, 6, 7], 8, greedy, SpeculationParams(), ignore_eos=True))
+    assert engine.waiting[-1].policy.stop_ids == frozenset()

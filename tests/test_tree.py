@@ -121,7 +121,7 @@ def test_engine_follows_the_winning_branch_exactly(model, tokenizer, monkeypatch
              for rid, outs in plain_engine.generate(requests(SpeculationParams(method="none"))).items()}
     by_prompt = {tuple(p): plain[str(i)] for i, p in enumerate(prompts)}
 
-    def make_proposer(prompt_ids, spec, newline_ids=None):
+    def make_proposer(prompt_ids, spec, classes=None):
         out = by_prompt[tuple(prompt_ids)]
         return _Both(_Script(out, vocab, True, "prediction"), _Script(out, vocab, False, "ngram"))
 

@@ -8,16 +8,84 @@ Example::
     proposer.observe([5, 9])  # 9 departs from the prediction: the aligner guesses, then realigns
     # With no matched evidence for any anchor, drafts come from the n-gram fallback (source "ngram")
     # when it has a match, else from the aligner's bare guess.
+
+Where the prompt holds the prediction inside a Markdown code fence (the file the edit is about), the reply
+usually repeats the fence before the file: a second part, :class:`LeadIn`, drafts that fence line followed by
+the prediction from the reply's first token (the draft riding on the prompt's last chunk), where the aligner
+could only offer the prediction itself and would learn the fence token by token.
 """
 
 from __future__ import annotations
 
 from typing import Collection, Sequence
 
+import numpy as np
+
 from foretell.config import SpeculationParams
 from foretell.core.aligner import AlignerConfig, PredictionAligner
 from foretell.core.draft import Draft, Proposer
 from foretell.core.ngram import NgramProposer
+from foretell.core.tokens import TokenClasses
+
+
+class LeadIn(Proposer):
+    """The prediction with a lead-in (e.g. the prompt's fence line "```python" and its line break), drafted from the
+    reply's first token for as long as the output follows it; once the output departs it proposes nothing
+    again (the aligner realigns on its own). Context ``prediction/lead``: its own acceptance estimate.
+
+    Example: lead [7, 8], prediction [5, 6, 9] -> propose(3) == [7, 8, 5]; observe([7, 8, 5]) -> propose(2) == [6, 9];
+    observe([4]) -> nothing more.
+    """
+
+    source = "prediction"
+
+    def __init__(self, lead: Sequence[int], prediction: Sequence[int]):
+        self._tokens = [int(t) for t in lead] + [int(t) for t in prediction]
+        self._pos = 0  # output tokens that followed the lead-in so far
+        self._following = True
+
+    @classmethod
+    def fence(cls, prompt_ids: Sequence[int], prediction: Sequence[int], classes: TokenClasses,
+              probe: int = 4, max_lead: int = 8) -> "LeadIn | None":
+        """The prediction led by the fence line right before its last occurrence in the prompt (its first
+        ``probe`` tokens found there, after a line break, on a line of at most ``max_lead`` tokens that starts
+        with a fence token), or None where the prompt holds no such fenced copy."""
+        if not classes.fence or len(prediction) < probe or len(prompt_ids) <= probe:
+            return None
+        prompt = np.asarray(prompt_ids, dtype=np.int64)
+        head = np.asarray(prediction[:probe], dtype=np.int64)
+        windows = np.lib.stride_tricks.sliding_window_view(prompt, probe)
+        found = np.flatnonzero((windows == head).all(axis=1))
+        if not found.size or found[-1] == 0 or int(prompt[found[-1] - 1]) not in classes.newline:
+            return None
+        at = int(found[-1])
+        for start in range(at - 1, max(at - 1 - max_lead, -1), -1):
+            token = int(prompt[start])
+            if token in classes.fence:
+                return cls(prompt_ids[start:at], prediction)
+            if token in classes.newline and start < at - 1:
+                return None
+        return None
+
+    def context(self) -> str:
+        return "prediction/lead"
+
+    def available(self) -> int:
+        return len(self._tokens) - self._pos if self._following else 0
+
+    def propose(self, k: int) -> Draft:
+        if not self._following or k <= 0:
+            return Draft([], None, self.source)
+        return Draft(self._tokens[self._pos:self._pos + k], None, self.source)
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        for token in tokens:
+            if not self._following:
+                return
+            if self._pos < len(self._tokens) and self._tokens[self._pos] == int(token):
+                self._pos += 1
+            else:
+                self._following = False
 
 
 class PredictionProposer(Proposer):
@@ -30,9 +98,10 @@ class PredictionProposer(Proposer):
 
     def __init__(self, prediction_ids: Sequence[int], search_length: int | None = None,
                  fallback: Proposer | None = None, config: AlignerConfig | None = None,
-                 newline_ids: Collection[int] | None = None):
+                 newline_ids: Collection[int] | None = None, lead_in: LeadIn | None = None):
         self.aligner = PredictionAligner(prediction_ids, search_length, config, newline_ids)
         self.fallback = fallback
+        self.lead_in = lead_in
 
     @property
     def lost(self) -> bool:
@@ -60,15 +129,16 @@ class PredictionProposer(Proposer):
 
     def observe(self, tokens: Sequence[int]) -> None:
         self.aligner.observe(tokens)
-        if self.fallback is not None:
-            self.fallback.observe(tokens)
+        for part in (self.lead_in, self.fallback):
+            if part is not None:
+                part.observe(tokens)
 
     def available(self) -> int:
         return self._active().available()
 
     def parts(self) -> list[Proposer]:
-        """The aligner, then the fallback: the draft policy scores both every step."""
-        return [self.aligner] if self.fallback is None else [self.aligner, self.fallback]
+        """The aligner, the lead-in (if any), then the fallback: the draft policy scores each every step."""
+        return [part for part in (self.aligner, self.lead_in, self.fallback) if part is not None]
 
     def suggested_cap(self) -> int | None:
         """The drafting proposer's cap (the aligner's confidence-based cap, see
@@ -77,22 +147,26 @@ class PredictionProposer(Proposer):
 
 
 def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
-                  newline_ids: Collection[int] | None = None) -> Proposer | None:
+                  classes: TokenClasses | None = None) -> Proposer | None:
     """The proposer for one request, by ``spec.method`` (see :class:`SpeculationParams`):
 
     - the prediction is used (a non-empty one, method ``auto`` or ``prediction``): :class:`PredictionProposer`,
-      with an :class:`NgramProposer` over the prompt as fallback for ``auto``;
+      with an :class:`NgramProposer` over the prompt as fallback for ``auto``, and a :class:`LeadIn` where the
+      prompt holds the prediction in a code fence;
     - else n-gram lookup is allowed (``auto`` or ``ngram``): :class:`NgramProposer` over the prompt;
     - otherwise None (plain decoding).
 
-    ``newline_ids`` (optional): the vocabulary's token ids whose text holds a line break, found once per
-    tokenizer; they sharpen the aligner's guesses after an output line break.
+    ``classes`` (optional): the vocabulary's line-break and fence tokens (:class:`TokenClasses`, found once
+    per tokenizer): they sharpen the aligner's guesses after an output line break and find the fence.
     """
     if spec.k_max == 0:
         return None
     if spec.uses_prediction:
+        classes = classes or TokenClasses()
         fallback = NgramProposer(prompt_ids) if spec.uses_ngram else None
-        return PredictionProposer(spec.prediction, spec.search_length, fallback, newline_ids=newline_ids)
+        lead_in = LeadIn.fence(prompt_ids, spec.prediction, classes)
+        return PredictionProposer(spec.prediction, spec.search_length, fallback, newline_ids=classes.newline,
+                                  lead_in=lead_in)
     if spec.uses_ngram:
         return NgramProposer(prompt_ids)
     return None

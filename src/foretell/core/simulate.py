@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, Union
 
 from foretell.core.draft import Draft, Proposer
+from foretell.core.tokens import TokenClasses
 
 KPolicy = Union[int, Callable[[Proposer], int]]
 
@@ -228,7 +229,8 @@ def simulate_policy(policy, output: Sequence[int], k_max: int = 128) -> PolicyRe
 
 def newline_ids(token_ids: Iterable[int], token_text: Callable[[int], str]) -> frozenset[int]:
     """The ids among ``token_ids`` whose text contains a line break (an engine scans its whole vocabulary)."""
-    return frozenset(t for t in set(token_ids) if "\n" in token_text(t))
+    ids = sorted(set(token_ids))
+    return TokenClasses.from_texts(map(token_text, ids), ids).newline
 
 
 class FirstDivergenceProposer(Proposer):

@@ -19,6 +19,7 @@ from foretell.core.adaptive_k import CostModel
 from foretell.core.draft import CombinedProposer, Draft
 from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
+from foretell.core.tokens import TokenClasses
 from foretell.core.verify import VerifyResult, verify_tree
 from foretell.engine.api import (
     GenerationRequest,
@@ -57,7 +58,7 @@ class LLMEngine:
         model = self.runner.model
         self.max_model_len = _max_model_len(model, config)
         self.eos_ids = _eos_ids(model, tokenizer)
-        self.newline_ids = _newline_ids(tokenizer)
+        self.token_classes = TokenClasses.from_tokenizer(tokenizer)
         self.pool = KVPool(
             self.runner.kv_shape, config.kv_budget_tokens, self.max_model_len, prefix_cache=config.prefix_cache,
             reuse_align=config.prefill_chunk if self.runner.exact else None,
@@ -137,11 +138,12 @@ class LLMEngine:
         if len(self.waiting) + len(self.running) >= self.config.max_num_seqs + self.config.max_queue:
             raise QueueFullError(f"server busy: {len(self.running)} running, {len(self.waiting)} queued")
         stop_ids = frozenset(req.stop_token_ids) | (frozenset() if req.ignore_eos else self.eos_ids)
-        proposer = make_proposer(req.prompt_ids, req.speculation, self.newline_ids) if self.config.k_max > 0 else None
+        proposer = make_proposer(req.prompt_ids, req.speculation, self.token_classes) if self.config.k_max > 0 else None
         if req.speculation.uses_draft_model:  # "draft": with the prediction and n-gram lookup; "cascade": alone
             drafter = self.drafter.proposer(req.speculation)
             proposer = CombinedProposer([proposer, drafter]) if proposer is not None else drafter
-        policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=not self.runner.exact)
+        policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=not self.runner.exact,
+                             stop_ids=stop_ids)
         limit = len(req.prompt_ids) + req.max_tokens
         self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, policy))
 
@@ -382,12 +384,6 @@ def _max_model_len(model, config: EngineConfig) -> int:
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     native = getattr(cfg, "max_position_embeddings", None) or 32768
     return min(config.max_model_len or min(native, 32768), native)
-
-
-def _newline_ids(tokenizer) -> frozenset[int]:
-    """Token ids whose text holds a line break (one scan of the vocabulary, at start-up)."""
-    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
-    return frozenset(i for i, text in enumerate(texts) if "\n" in text)
 
 
 def _eos_ids(model, tokenizer) -> frozenset[int]:

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, Collection, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from foretell.config import ConfigError, SpeculationParams
 from foretell.core.adaptive_k import CostModel
 from foretell.core.policy import Decision, DraftPolicy
 from foretell.core.prediction import make_proposer
+from foretell.core.tokens import TokenClasses
 from foretell.integrations.vllm import XARG_K_MAX, XARG_METHOD, XARG_PREDICTION, XARG_SEARCH_LENGTH
 from foretell.integrations.vllm import adapter
 
@@ -119,17 +120,17 @@ class DraftBook:
     (:class:`foretell.integrations.vllm.adapter.Row` or None) in vLLM's row order.
     """
 
-    def __init__(self, config: ProposerConfig, newline_ids: Collection[int] | None = None):
+    def __init__(self, config: ProposerConfig, classes: TokenClasses | None = None):
         self.config = config
         self.cost = CostModel(config.cost_points)
-        self.newline_ids = newline_ids
+        self.classes = classes
         self.requests: dict[str, RequestDrafts] = {}
 
     def _state(self, row: adapter.Row) -> RequestDrafts:
         state = self.requests.get(row.req_id)
         if state is None:
             spec, k_max = speculation_for(row.extra_args)
-            proposer = make_proposer(row.prompt_ids, spec, self.newline_ids) if spec is not None else None
+            proposer = make_proposer(row.prompt_ids, spec, self.classes) if spec is not None else None
             policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=False)
             state = self.requests[row.req_id] = RequestDrafts(policy, k_max)
         return state
@@ -168,7 +169,7 @@ class ForetellProposer:
         adapter.check_version()
         adapter.install_runner_hook()  # the entry-point plugin normally did this already
         k, max_model_len = adapter.proposer_settings(vllm_config)
-        self.book = DraftBook(ProposerConfig.from_env(k, max_model_len), _newline_ids(vllm_config))
+        self.book = DraftBook(ProposerConfig.from_env(k, max_model_len), _token_classes(vllm_config))
         self.runner: Any = None
         log.info("foretell proposer: k <= %d, adaptive k %s", k, "on" if self.book.config.adaptive_k else "off")
 
@@ -187,15 +188,14 @@ class ForetellProposer:
         return self.book.step(rows, sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
 
 
-def _newline_ids(vllm_config: Any) -> frozenset[int] | None:
-    """Token ids whose text holds a line break (one vocabulary scan at start-up), or None if the tokenizer
-    cannot be loaded (the aligner then guesses less sharply after a line break)."""
+def _token_classes(vllm_config: Any) -> TokenClasses | None:
+    """Line-break and fence token ids (one vocabulary scan at start-up), or None if the tokenizer cannot be
+    loaded (the aligner then guesses less sharply after a line break, and no fence lead-in is drafted)."""
     try:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(adapter.tokenizer_path(vllm_config))
-        texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
-        return frozenset(i for i, text in enumerate(texts) if "\n" in text)
+        return TokenClasses.from_tokenizer(tokenizer)
     except Exception as exc:  # noqa: BLE001 - an optional refinement must not stop the server
-        log.warning("foretell proposer: no newline ids (%s)", exc)
+        log.warning("foretell proposer: no token classes (%s)", exc)
         return None

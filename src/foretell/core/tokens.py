@@ -1,0 +1,32 @@
+"""What the proposers know of the vocabulary: token ids grouped by what their text holds, from one scan.
+
+    classes = TokenClasses.from_texts(tokenizer.batch_decode([[i] for i in range(len(tokenizer))]))
+    classes.newline   # ids whose text holds a line break ("\\n", ")\\n", "\\n\\n", ...)
+    classes.fence     # ids whose text opens a Markdown code fence ("```", "```python", " ~~~", ...)
+
+Line breaks sharpen the prediction aligner's guesses after an output line break; fences let a reply that
+repeats a fenced file from the prompt be drafted from its first token (:class:`foretell.core.prediction.LeadIn`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class TokenClasses:
+    newline: frozenset[int] = frozenset()
+    fence: frozenset[int] = frozenset()
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str], ids: Iterable[int] | None = None) -> "TokenClasses":
+        """Classes of the tokens whose texts are ``texts`` (ids 0, 1, ... unless ``ids`` names them)."""
+        pairs = list(zip(ids, texts) if ids is not None else enumerate(texts))
+        return cls(frozenset(i for i, text in pairs if "\n" in text),
+                   frozenset(i for i, text in pairs if text.lstrip(" \t").startswith(("```", "~~~"))))
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> "TokenClasses":
+        """One scan of a Hugging Face tokenizer's vocabulary (at start-up)."""
+        return cls.from_texts(tokenizer.batch_decode([[i] for i in range(len(tokenizer))]))
