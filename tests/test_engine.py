@@ -252,3 +252,49 @@ def test_prepacked_cpu_linears_stay_lossless(tokenizer):
     rng = random.Random(3)
     got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
     assert got == plain == reference
+
+
+def test_row_dispatch_linears_pick_a_kernel_per_call_size_and_stay_lossless(tokenizer):
+    """fp32 CPU linears take MKL or oneDNN packed by the call's row count (measured per layer shape at
+    start-up): each call runs the kernel chosen for its size, both compute the same layer, and speculation
+    stays exact."""
+    import torch
+    from foretell.engine.runner import RowDispatchLinear, row_dispatch_cpu_linears
+
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("oneDNN not available")
+    torch.manual_seed(0)
+    layer = RowDispatchLinear(torch.nn.Linear(32, 48), packed_from=[4, 8, 16])
+    calls = []
+    layer.dense.register_forward_hook(lambda *a: calls.append("dense"))
+
+    class Spy(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            calls.append("packed")
+            return self.inner(x)
+
+    layer.packed = Spy(layer.packed)
+    for rows in (1, 3, 4, 7, 20, 40, 600):
+        x = torch.randn(1, rows, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(layer(x), layer.dense(x), rtol=1e-5, atol=1e-5)
+    # (the assert_close reference call adds one "dense" per size)
+    assert calls[::2] == ["dense", "dense", "packed", "packed", "packed", "dense", "dense"]
+
+    model = make_tiny_model(seed=3)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ps = prompts(tokenizer, 3, seed=13)
+    reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
+    head = model.get_output_embeddings()
+    choices = row_dispatch_cpu_linears(model, skip=[head])
+    assert choices and all(set(rows) <= set(layer.bounds) for rows in choices.values())
+    assert sum(isinstance(m, RowDispatchLinear) for m in model.modules()) > 0
+    assert not isinstance(model.get_output_embeddings(), (torch.nn.Linear, RowDispatchLinear))  # head: packed
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, request_id=str(i)) for i, p in enumerate(ps)])
+    rng = random.Random(3)
+    got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
+    assert got == plain == reference

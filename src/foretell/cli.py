@@ -30,13 +30,16 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--exact", action="store_true",
                    help="batch-invariant numerics: outputs bit-identical with and without a prediction in any dtype "
                    "(bf16 included), at the cost of slower verify passes and prefill (docs/EXACT.md)")
+    g.add_argument("--cpu-linears", default="dispatch", choices=["dispatch", "packed"],
+                   help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or oneDNN packed weights, "
+                   "whichever start-up measured faster for its size (two copies of the weights); 'packed' keeps one copy")
 
 
 def _engine_config(args: argparse.Namespace, **overrides):
     from foretell.config import EngineConfig
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len,
-                  exact=getattr(args, "exact", False))
+                  exact=getattr(args, "exact", False), cpu_linears=getattr(args, "cpu_linears", "dispatch"))
     for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k"):
         value = getattr(args, name, None)
         if value is not None:

@@ -145,9 +145,13 @@ class EngineConfig:
     seed: int = 0
     trace_path: str | None = None  # append a JSON line per request and step (foretell.engine.trace)
     exact: bool = False  # batch-invariant numerics: outputs bit-identical with and without speculation in any dtype
+    # fp32 on a CPU: "dispatch" = per call size, MKL or oneDNN packed, whichever start-up measured faster for the
+    # layer shape (a second copy of the weights); "packed" = oneDNN packed only (one copy; exact mode's choice)
+    cpu_linears: str = "dispatch"
 
     def __post_init__(self) -> None:
         _check(self.dtype in ("auto", "bfloat16", "float16", "float32"), "dtype", "auto|bfloat16|float16|float32")
+        _check(self.cpu_linears in ("dispatch", "packed"), "cpu_linears", "dispatch|packed")
         _check(self.max_model_len is None or self.max_model_len >= 16, "max_model_len", "must be >= 16")
         _check(self.max_num_seqs >= 1, "max_num_seqs", "must be >= 1")
         _check(self.kv_budget_tokens >= 64, "kv_budget_tokens", "must be >= 64")

@@ -31,7 +31,7 @@ from foretell.engine.api import (
 from foretell.engine.cost import DEFAULT_COST_POINTS, CostCalibrator, synchronize
 from foretell.engine.drafter import DraftModel, parameter_ratio, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
-from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears
+from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears, row_dispatch_cpu_linears
 from foretell.engine.sequence import Sequence, Status
 from foretell.engine.trace import Tracer, file_tracer, step_record
 
@@ -82,13 +82,13 @@ class LLMEngine:
         device = pick_device(config.device)
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
-        prepacked = prepack_cpu_linears(model) > 0
+        prepacked = _cpu_linears(model, packed_only=config.exact or config.cpu_linears == "packed")
         tokenizer = load_tokenizer(resolved.path)
         runner, drafter = ModelRunner(model, exact=config.exact), None
         if config.draft_model:
             drafted = resolve_model(config.draft_model)
             draft = load_model(drafted.path, dtype=dtype, device=device)
-            prepack_cpu_linears(draft)
+            _cpu_linears(draft, packed_only=config.cpu_linears == "packed")
             drafter = DraftModel(
                 ModelRunner(draft), runner.vocab_size, config.draft_k,
                 target_tokenizer=tokenizer, tokenizer=load_tokenizer(drafted.path),
@@ -378,6 +378,21 @@ class LLMEngine:
             for out in self.step():
                 outputs[out.request_id].append(out)
         return outputs
+
+
+def _cpu_linears(model, packed_only: bool) -> str | bool:
+    """fp32 on a CPU: linear layers that pick MKL or oneDNN pre-packed per call size (measured per layer
+    shape; the output head stays packed), or oneDNN packed everywhere (``EngineConfig.cpu_linears="packed"``:
+    one copy of the weights; and exact mode's choice: its rows are independent). Returns what the cost
+    cache's key records (False where nothing was swapped)."""
+    if packed_only:
+        return prepack_cpu_linears(model) > 0
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    choices = row_dispatch_cpu_linears(model, skip=[head] if head is not None else [])
+    if not choices:
+        return False
+    log.info("CPU linears: oneDNN packed at %s rows, MKL otherwise", {f"{i}x{o}": rows for (i, o), rows in choices.items()})
+    return "dispatch"  # not the choices themselves: timing noise must not re-measure the curve on every start
 
 
 def _max_model_len(model, config: EngineConfig) -> int:

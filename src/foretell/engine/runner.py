@@ -18,7 +18,10 @@ layers compute through oneDNN's fp32 GEMM, and where nothing helps exact mode is
 
 from __future__ import annotations
 
+import bisect
+import time
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -237,6 +240,82 @@ def prepack_cpu_linears(model) -> int:
                     setattr(module, name, MkldnnLinear(child, torch.float32))
                     swapped += 1
     return swapped
+
+
+# Row counts at which start-up times both kernels of a layer shape (see :class:`RowDispatchLinear`).
+PROBE_ROWS = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 320, 384, 448, 512)
+
+
+class RowDispatchLinear(torch.nn.Module):
+    """An fp32 linear layer on the CPU with two kernels, each call taking the one measured faster for its
+    number of rows: MKL's GEMM on the dense weight, or oneDNN's GEMM on a copy packed once.
+
+    Measured on a 2-core Intel Xeon with AVX-512 (no AMX), whole 0.5B model: oneDNN packed is 1.28× slower
+    than MKL for one row (102 vs 80 ms) and 1.2–1.5× slower at some prefill sizes (407 rows: 1.81 vs 1.24 s;
+    packed GEMMs between ~260 and 640 rows have spikes), but 0.7–0.9× MKL's time at 4–64 rows (MKL's small-M
+    GEMM repacks the weights on every call). On AVX2-only CPUs packed was faster at every size tried. So the
+    choice is measured per layer shape at start-up (:func:`row_dispatch_cpu_linears`); the cost is a second
+    copy of the layer's weights.
+    """
+
+    def __init__(self, linear: torch.nn.Linear, packed_from: Sequence[int]):
+        super().__init__()
+        from torch.utils.mkldnn import MkldnnLinear
+
+        self.dense = linear
+        self.packed = MkldnnLinear(linear, torch.float32)
+        self.bounds = list(PROBE_ROWS)  # rows r use the choice of the largest probed size <= r
+        self.use_packed = [size in packed_from for size in self.bounds]
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.dense.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        if self.use_packed[max(bisect.bisect_right(self.bounds, rows) - 1, 0)]:
+            return self.packed(x)
+        return self.dense(x)
+
+
+def _time_linear(fn, x: torch.Tensor, repeats: int = 3) -> float:
+    fn(x)  # the first call of a shape builds its kernel
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(x)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def row_dispatch_cpu_linears(model, skip: Sequence[torch.nn.Module] = ()) -> dict[tuple[int, int], list[int]]:
+    """Swap fp32 ``nn.Linear`` layers on the CPU (but ``skip``, e.g. the output head, which sees few rows and
+    would double the largest matrix) for :class:`RowDispatchLinear`, timing MKL against oneDNN packed once per
+    layer shape at :data:`PROBE_ROWS` rows (~2 s for a 0.5B model). Returns, per (in, out) shape, the probed
+    row counts at which packed was faster ({} where it does not apply: not fp32 on a CPU, no oneDNN)."""
+    param = next(model.parameters())
+    if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        return {}
+    from torch.utils.mkldnn import MkldnnLinear
+
+    skipped = {id(m) for m in skip}
+    choices: dict[tuple[int, int], list[int]] = {}
+    with torch.no_grad():
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                if type(child) is not torch.nn.Linear:
+                    continue
+                if id(child) in skipped:
+                    setattr(module, name, MkldnnLinear(child, torch.float32))
+                    continue
+                shape = (child.in_features, child.out_features)
+                if shape not in choices:
+                    packed = MkldnnLinear(child, torch.float32)
+                    xs = {rows: torch.randn(rows, child.in_features) for rows in PROBE_ROWS}
+                    choices[shape] = [rows for rows, x in xs.items()
+                                      if _time_linear(packed, x) < _time_linear(child, x)]
+                setattr(module, name, RowDispatchLinear(child, choices[shape]))
+    return choices
 
 
 class ExactModeUnavailable(RuntimeError):
