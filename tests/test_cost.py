@@ -166,3 +166,36 @@ def test_the_engine_prices_drafts_with_the_calibrated_curve():
     assert 2 in engine.calibrator.counts and 1 in engine.calibrator.counts
     assert all(n != 20 and n != 19 for n in engine.calibrator.counts)  # the prompt chunks were not counted
     assert any(len(pass_) == 2 for pass_ in seen)
+
+
+class TwoKernelRunner:
+    """Passes whose time depends on the kernel the plan forces: MKL fast below 4 rows, packed from 4."""
+
+    def __init__(self, plan):
+        self.inner = ModelRunner(make_tiny_model())
+        self.kv_shape, self.device, self.vocab_size = self.inner.kv_shape, self.inner.device, self.inner.vocab_size
+        self.plan, self.kernels = plan, []
+
+    def forward(self, segments):
+        n = len(segments[0].tokens)
+        self.kernels.append(self.plan.force)
+        if self.plan.force is not None:
+            fast = self.plan.force == (n >= 4)
+            time.sleep(0.004 if fast else 0.02)
+
+
+def test_the_kernel_plan_keeps_the_faster_kernel_per_pass_size(tmp_path):
+    """With two CPU kernels, every size is timed with each and the plan keeps the faster; the curve is the
+    plan's; the next start reads plan and curve from the cache without timing a pass."""
+    from foretell.engine.runner import KernelPlan
+
+    plan = KernelPlan(sizes=(1,), packed_at=frozenset())
+    runner = TwoKernelRunner(plan)
+    points = cost.cached_cost_points(runner, "m", tmp_path, plan)
+    assert plan.sizes == cost.MEASURE_SIZES and plan.packed_at == {n for n in cost.MEASURE_SIZES if n >= 4}
+    assert not plan.packed(3) and plan.packed(4) and plan.packed(1000) and plan.force is None
+    assert {False, True} <= set(runner.kernels)
+    assert points[2] < 1.5 and points[4] < 1.5  # each size at its fast kernel's time, not 5x
+    fresh, again = KernelPlan(sizes=(1,), packed_at=frozenset()), TwoKernelRunner(plan)
+    assert cost.cached_cost_points(again, "m", tmp_path, fresh) == points
+    assert fresh.sizes == plan.sizes and fresh.packed_at == plan.packed_at and not again.kernels

@@ -255,16 +255,17 @@ def test_prepacked_cpu_linears_stay_lossless(tokenizer):
 
 
 def test_row_dispatch_linears_pick_a_kernel_per_call_size_and_stay_lossless(tokenizer):
-    """fp32 CPU linears take MKL or oneDNN packed by the call's row count (measured per layer shape at
-    start-up): each call runs the kernel chosen for its size, both compute the same layer, and speculation
-    stays exact."""
+    """fp32 CPU linears take MKL or oneDNN packed by the call's row count, as their model's kernel plan says
+    (measured with whole passes at start-up): each call runs the kernel chosen for its size, both compute the
+    same layer, and speculation stays exact."""
     import torch
-    from foretell.engine.runner import RowDispatchLinear, row_dispatch_cpu_linears
+    from foretell.engine.runner import KernelPlan, RowDispatchLinear, row_dispatch_cpu_linears
 
     if not torch.backends.mkldnn.is_available():
         pytest.skip("oneDNN not available")
     torch.manual_seed(0)
-    layer = RowDispatchLinear(torch.nn.Linear(32, 48), packed_from=[4, 8, 16])
+    plan = KernelPlan(sizes=(1, 2, 4, 8, 16, 32), packed_at=frozenset({4, 8, 16}))
+    layer = RowDispatchLinear(torch.nn.Linear(32, 48), plan)
     calls = []
     layer.dense.register_forward_hook(lambda *a: calls.append("dense"))
 
@@ -284,16 +285,23 @@ def test_row_dispatch_linears_pick_a_kernel_per_call_size_and_stay_lossless(toke
             torch.testing.assert_close(layer(x), layer.dense(x), rtol=1e-5, atol=1e-5)
     # (the assert_close reference call adds one "dense" per size)
     assert calls[::2] == ["dense", "dense", "packed", "packed", "packed", "dense", "dense"]
+    plan.force = True  # the cost measurement times every call on one kernel
+    calls.clear()
+    with torch.no_grad():
+        layer(torch.randn(1, 1, 32))
+    assert calls == ["packed"]
 
     model = make_tiny_model(seed=3)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     ps = prompts(tokenizer, 3, seed=13)
     reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
     head = model.get_output_embeddings()
-    choices = row_dispatch_cpu_linears(model, skip=[head])
-    assert choices and all(set(rows) <= set(layer.bounds) for rows in choices.values())
-    assert sum(isinstance(m, RowDispatchLinear) for m in model.modules()) > 0
-    assert not isinstance(model.get_output_embeddings(), (torch.nn.Linear, RowDispatchLinear))  # head: packed
+    plan = row_dispatch_cpu_linears(model, skip=[head])
+    assert plan is not None and plan.packed(1) is False and plan.packed(4) is True  # the default plan
+    layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
+    assert layers and all(m.plan is plan for m in layers)  # one plan per model
+    assert not isinstance(model.get_output_embeddings(), (torch.nn.Linear, RowDispatchLinear))  # skipped: packed
+    plan.sizes, plan.packed_at = (1, 2, 3, 5), frozenset({2, 5})  # passes of 1-3 rows switch kernels often
     plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, request_id=str(i)) for i, p in enumerate(ps)])
     rng = random.Random(3)
     got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])

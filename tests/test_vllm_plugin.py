@@ -180,6 +180,24 @@ def test_no_draft_beyond_max_model_len():
     assert book.step(rows, [[3]], ntok, ids) == [[4, 5]]  # 3 tokens + 2 drafts + the bonus = 6
 
 
+def test_drafts_end_at_the_requests_stop_token():
+    """vLLM's SamplingParams.all_stop_token_ids (EOS unless ignore_eos, plus stop_token_ids) reach the draft
+    policy: a prediction that runs past EOS is drafted only up to and including it."""
+    from types import SimpleNamespace
+
+    from foretell.integrations.vllm.adapter import batch_rows
+
+    params = SimpleNamespace(extra_args={XARG_PREDICTION: [3, 4, 9, 5, 6]}, all_stop_token_ids={9})
+    runner = SimpleNamespace(input_batch=SimpleNamespace(req_ids=["a"]),
+                             requests={"a": SimpleNamespace(sampling_params=params, prompt_token_ids=[1, 2])})
+    rows = list(batch_rows(runner))
+    assert rows[0].stop_ids == frozenset({9})
+    ntok, ids = _batch([[1, 2, 3]])
+    assert DraftBook(ProposerConfig(k=8, max_model_len=64, adaptive_k=False)).step(rows, [[3]], ntok, ids) == [[4, 9]]
+    rows = [Row("a", [1, 2], {XARG_PREDICTION: [3, 4, 9, 5, 6]})]  # no stop ids: the whole prediction
+    assert DraftBook(ProposerConfig(k=8, max_model_len=64, adaptive_k=False)).step(rows, [[3]], ntok, ids) == [[4, 9, 5, 6]]
+
+
 def test_adaptive_k_stops_drafting_a_failing_prediction():
     """With the embedded engine's policy on, a prediction rejected again and again stops being drafted."""
     book = DraftBook(ProposerConfig(k=8, max_model_len=512, adaptive_k=True))

@@ -24,7 +24,7 @@ import torch
 from foretell.config import ConfigError
 from foretell.core.adaptive_k import CostModel
 from foretell.engine.kv_cache import SeqKV
-from foretell.engine.runner import ModelRunner, Segment
+from foretell.engine.runner import KernelPlan, ModelRunner, Segment
 
 log = logging.getLogger("foretell.engine")
 
@@ -38,12 +38,14 @@ MAX_SPREAD = 1.25  # a curve whose passes of one size varied more (median over s
 
 
 def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4,
-                        spread: dict[int, float] | None = None) -> dict[int, float]:
+                        spread: dict[int, float] | None = None, plan: KernelPlan | None = None) -> dict[int, float]:
     """Wall time of a pass over n new tokens after ``context`` cached ones, relative to n = 1.
 
     Sizes are interleaved in rounds and the fastest pass of each size is kept: other work on the machine only
     ever adds time, so the minimum is the robust estimate (a median taken under load can be off by ×7).
-    ``spread``, when given, receives each size's slowest / fastest pass (how busy the machine was).
+    ``spread``, when given, receives each size's slowest / fastest pass (how busy the machine was). With a
+    ``plan`` (fp32 CPU linears with two kernels), every pass is timed with each kernel and the plan keeps the
+    faster one per size; the curve is that of the plan.
     """
     top = max(MEASURE_SIZES)
     kv = SeqKV(runner.kv_shape, capacity=context + top, max_capacity=context + top)
@@ -51,30 +53,43 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
     vocab = runner.vocab_size
     runner.forward([Segment(kv, torch.randint(0, vocab, (context,), generator=gen).tolist(), num_logits=1)])
     kv.length = context
-    sizes = _affordable_sizes(runner, kv, vocab, gen)  # warm-up round, stops at slow sizes
-    best = {n: float("inf") for n in sizes}
-    worst = {n: 0.0 for n in sizes}
+    kernels: tuple[bool | None, ...] = (False, True) if plan is not None else (None,)
+    sizes = _affordable_sizes(runner, kv, vocab, gen, plan, kernels)  # warm-up round, stops at slow sizes
+    best = {(kernel, n): float("inf") for kernel in kernels for n in sizes}
+    worst = {key: 0.0 for key in best}
     for _ in range(rounds):
         for n in sizes:
-            seconds = _timed_pass(runner, kv, n, vocab, gen)
-            best[n], worst[n] = min(best[n], seconds), max(worst[n], seconds)
+            for kernel in kernels:
+                seconds = _timed_pass(runner, kv, n, vocab, gen, plan, kernel)
+                best[kernel, n], worst[kernel, n] = min(best[kernel, n], seconds), max(worst[kernel, n], seconds)
+    if plan is not None:
+        plan.choose({n: best[False, n] for n in sizes}, {n: best[True, n] for n in sizes})
     if spread is not None:
-        spread.update({n: worst[n] / best[n] for n in sizes})
+        spread.update({n: max(worst[k, n] / best[k, n] for k in kernels) for n in sizes})
+    fastest = {n: min(best[k, n] for k in kernels) for n in sizes}
     points, prev = {}, 1.0
     for n in sizes:  # non-decreasing, and never above n: n single passes do the same work
-        prev = min(max(prev, best[n] / best[1]), float(n))
+        prev = min(max(prev, fastest[n] / fastest[1]), float(n))
         points[n] = round(prev, 4)
     return points
 
 
-def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.Generator) -> float:
-    """Seconds of one pass over ``n`` tokens; on a GPU the clock stops only once the kernels finished."""
+def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.Generator,
+                plan: KernelPlan | None = None, kernel: bool | None = None) -> float:
+    """Seconds of one pass over ``n`` tokens (with ``plan``: every linear on the packed kernel if ``kernel``,
+    MKL if not); on a GPU the clock stops only once the kernels finished."""
     tokens = torch.randint(0, vocab, (n,), generator=gen).tolist()
-    synchronize(runner.device)
-    start = time.perf_counter()
-    runner.forward([Segment(kv, tokens, num_logits=n)])
-    synchronize(runner.device)
-    return time.perf_counter() - start
+    if plan is not None:
+        plan.force = kernel
+    try:
+        synchronize(runner.device)
+        start = time.perf_counter()
+        runner.forward([Segment(kv, tokens, num_logits=n)])
+        synchronize(runner.device)
+        return time.perf_counter() - start
+    finally:
+        if plan is not None:
+            plan.force = None
 
 
 def synchronize(device: torch.device) -> None:
@@ -82,13 +97,15 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _affordable_sizes(runner: ModelRunner, kv: SeqKV, vocab: int, gen: torch.Generator) -> list[int]:
-    """The sizes worth timing: warm-up passes at each size (the slowest of them is not counted), stopping
-    after the first size whose warm pass exceeds ``MAX_PASS_SECONDS`` but never before ``MIN_SIZES``."""
+def _affordable_sizes(runner: ModelRunner, kv: SeqKV, vocab: int, gen: torch.Generator,
+                      plan: KernelPlan | None = None, kernels: tuple[bool | None, ...] = (None,)) -> list[int]:
+    """The sizes worth timing: warm-up passes at each size and kernel (the slowest of them is not counted),
+    stopping after the first size whose warm pass exceeds ``MAX_PASS_SECONDS`` but never before ``MIN_SIZES``."""
     sizes = []
     for i, n in enumerate(MEASURE_SIZES):
         sizes.append(n)
-        warm = min(_timed_pass(runner, kv, n, vocab, gen) for _ in range(WARMUP_PASSES))
+        warm = min(min(_timed_pass(runner, kv, n, vocab, gen, plan, kernel) for _ in range(WARMUP_PASSES))
+                   for kernel in kernels)
         if i + 1 >= MIN_SIZES and warm > MAX_PASS_SECONDS:
             break
     return sizes
@@ -104,22 +121,28 @@ def valid_cost_points(points) -> dict[int, float] | None:
     return parsed
 
 
-def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path) -> dict[int, float]:
-    """Measure once per (model, dtype, device, torch version); later starts read the JSON.
+def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
+                       plan: KernelPlan | None = None) -> dict[int, float]:
+    """Measure once per (model, dtype, device, torch version); later starts read the JSON. With a ``plan``
+    (fp32 CPU linears with two kernels) the kernel chosen per size is measured and cached with the curve.
 
     Always returns valid points: an invalid cache file is ignored (and replaced), an invalid measurement
     falls back to ``DEFAULT_COST_POINTS`` and is not cached, so the next start measures again.
     """
     key = f"v2|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
+    if plan is not None:
+        key = f"v3|kernel plan|{key}"
     path = cache_dir / f"cost-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-    cached = _read_cached(path)
+    cached = _read_cached(path, plan)
     if cached is not None:
         return cached
     spread: dict[int, float] = {}
-    measured = valid_cost_points(measure_cost_points(runner, spread=spread))
+    measured = valid_cost_points(measure_cost_points(runner, spread=spread, plan=plan))
     if measured is None:
         log.warning("the measured verify-cost curve is invalid; using the default curve (measured again next start)")
         return dict(DEFAULT_COST_POINTS)
+    if plan is not None:
+        log.info("CPU linears per pass size: %s", plan.describe())
     if spread and statistics.median(spread.values()) > MAX_SPREAD:
         log.warning("the machine was busy while the verify-cost curve was measured (passes of one size varied "
                     "up to ×%.1f); using it now, refined from the passes run, and measuring again next start",
@@ -127,19 +150,27 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path) -> 
         return measured
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"key": key, "points": measured}, indent=1))
+    record = {"key": key, "points": measured}
+    if plan is not None:
+        record["packed_at"] = sorted(plan.packed_at)
+    tmp.write_text(json.dumps(record, indent=1))
     tmp.replace(path)  # atomic: a concurrent start never reads half a file
     return measured
 
 
-def _read_cached(path: Path) -> dict[int, float] | None:
+def _read_cached(path: Path, plan: KernelPlan | None = None) -> dict[int, float] | None:
+    """The cached curve (applying its kernel choices to ``plan``), or None if absent or invalid."""
     try:
-        points = json.loads(path.read_text())["points"]
+        record = json.loads(path.read_text())
+        points = record["points"]
+        packed_at = frozenset(int(n) for n in record["packed_at"]) if plan is not None else frozenset()
     except (OSError, ValueError, KeyError, TypeError):
         return None
     valid = valid_cost_points(points)
     if valid is None:
         log.warning("ignoring the invalid cached verify-cost curve %s", path)
+    elif plan is not None:
+        plan.sizes, plan.packed_at = tuple(sorted(valid)), packed_at
     return valid
 
 

@@ -31,7 +31,7 @@ from foretell.engine.api import (
 from foretell.engine.cost import DEFAULT_COST_POINTS, CostCalibrator, synchronize
 from foretell.engine.drafter import DraftModel, parameter_ratio, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
-from foretell.engine.runner import ModelRunner, Segment, prepack_cpu_linears, row_dispatch_cpu_linears
+from foretell.engine.runner import KernelPlan, ModelRunner, Segment, prepack_cpu_linears, row_dispatch_cpu_linears
 from foretell.engine.sequence import Sequence, Status
 from foretell.engine.trace import Tracer, file_tracer, step_record
 
@@ -82,7 +82,7 @@ class LLMEngine:
         device = pick_device(config.device)
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
-        prepacked = _cpu_linears(model, packed_only=config.exact or config.cpu_linears == "packed")
+        prepacked, plan = _cpu_linears(model, packed_only=config.exact or config.cpu_linears == "packed")
         tokenizer = load_tokenizer(resolved.path)
         runner, drafter = ModelRunner(model, exact=config.exact), None
         if config.draft_model:
@@ -97,7 +97,7 @@ class LLMEngine:
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
             key = f"{resolved.path}|prepacked={prepacked}" + ("|exact" if config.exact else "")
-            points = cached_cost_points(engine.runner, key, cache_dir() / "cost")
+            points = cached_cost_points(engine.runner, key, cache_dir() / "cost", plan)
             engine.cost = CostModel(points)
             engine.calibrator = CostCalibrator(points)
         return engine, resolved.name
@@ -380,19 +380,18 @@ class LLMEngine:
         return outputs
 
 
-def _cpu_linears(model, packed_only: bool) -> str | bool:
-    """fp32 on a CPU: linear layers that pick MKL or oneDNN pre-packed per call size (measured per layer
-    shape; the output head stays packed), or oneDNN packed everywhere (``EngineConfig.cpu_linears="packed"``:
-    one copy of the weights; and exact mode's choice: its rows are independent). Returns what the cost
-    cache's key records (False where nothing was swapped)."""
+def _cpu_linears(model, packed_only: bool) -> tuple[str | bool, KernelPlan | None]:
+    """fp32 on a CPU: linear layers that run MKL or oneDNN pre-packed by the pass's size (one
+    :class:`KernelPlan` per model, measured with the cost curve), or oneDNN packed everywhere
+    (``EngineConfig.cpu_linears="packed"``: one copy of the weights; and exact mode's choice: its rows are
+    independent). Returns what the cost cache's key records (False where nothing was swapped) and the plan."""
     if packed_only:
-        return prepack_cpu_linears(model) > 0
+        return prepack_cpu_linears(model) > 0, None
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    choices = row_dispatch_cpu_linears(model, skip=[head] if head is not None else [])
-    if not choices:
-        return False
-    log.info("CPU linears: oneDNN packed at %s rows, MKL otherwise", {f"{i}x{o}": rows for (i, o), rows in choices.items()})
-    return "dispatch"  # not the choices themselves: timing noise must not re-measure the curve on every start
+    inputs = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    tied = head is not None and inputs is not None and head.weight.data_ptr() == inputs.weight.data_ptr()
+    plan = row_dispatch_cpu_linears(model, skip=[head] if head is not None and not tied else [])
+    return ("dispatch" if plan is not None else False), plan
 
 
 def _max_model_len(model, config: EngineConfig) -> int:

@@ -19,7 +19,6 @@ layers compute through oneDNN's fp32 GEMM, and where nothing helps exact mode is
 from __future__ import annotations
 
 import bisect
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -242,80 +241,82 @@ def prepack_cpu_linears(model) -> int:
     return swapped
 
 
-# Row counts at which start-up times both kernels of a layer shape (see :class:`RowDispatchLinear`).
-PROBE_ROWS = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 320, 384, 448, 512)
+@dataclass
+class KernelPlan:
+    """Which fp32 GEMM the CPU runs for a pass of n rows, shared by every :class:`RowDispatchLinear` of one
+    model: oneDNN's packed GEMM where ``packed_at`` holds the largest of ``sizes`` that is <= n, MKL's
+    otherwise. The start-up cost measurement times whole passes with each kernel at each size and keeps the
+    faster (:func:`foretell.engine.cost.measure_cost_points`); the default is what that chose on a 2-core
+    Intel Xeon with AVX-512 (no AMX), 0.5B: MKL for 1-3 rows, packed from 4 (1.6x one row vs MKL's 1.8x at
+    4 rows, 2.1x vs 2.2x at 16)."""
+
+    sizes: tuple[int, ...] = (1, 4)
+    packed_at: frozenset[int] = frozenset({4})
+    force: bool | None = None  # while measuring: every call packed (True) or MKL (False)
+
+    def packed(self, rows: int) -> bool:
+        if self.force is not None:
+            return self.force
+        return self.sizes[max(bisect.bisect_right(self.sizes, rows) - 1, 0)] in self.packed_at
+
+    def choose(self, mkl: dict[int, float], packed: dict[int, float]) -> None:
+        """Keep, per measured size, the kernel whose pass was faster (seconds per size)."""
+        self.sizes = tuple(sorted(mkl))
+        self.packed_at = frozenset(n for n in self.sizes if packed[n] < mkl[n])
+
+    def describe(self) -> str:
+        return ", ".join(f"{n}: {'packed' if n in self.packed_at else 'MKL'}" for n in self.sizes)
 
 
 class RowDispatchLinear(torch.nn.Module):
-    """An fp32 linear layer on the CPU with two kernels, each call taking the one measured faster for its
-    number of rows: MKL's GEMM on the dense weight, or oneDNN's GEMM on a copy packed once.
+    """An fp32 linear layer on the CPU with two kernels, MKL's GEMM on the dense weight or oneDNN's GEMM on a
+    copy packed once; each call takes the one its model's :class:`KernelPlan` names for the call's rows.
 
-    Measured on a 2-core Intel Xeon with AVX-512 (no AMX), whole 0.5B model: oneDNN packed is 1.28× slower
-    than MKL for one row (102 vs 80 ms) and 1.2–1.5× slower at some prefill sizes (407 rows: 1.81 vs 1.24 s;
-    packed GEMMs between ~260 and 640 rows have spikes), but 0.7–0.9× MKL's time at 4–64 rows (MKL's small-M
-    GEMM repacks the weights on every call). On AVX2-only CPUs packed was faster at every size tried. So the
-    choice is measured per layer shape at start-up (:func:`row_dispatch_cpu_linears`); the cost is a second
-    copy of the layer's weights.
+    Measured on a 2-core Intel Xeon with AVX-512 (no AMX), whole 0.5B model: oneDNN packed is ~1.2x slower
+    than MKL for 1-3 rows (MKL: 95 ms for 1-3 rows, packed 111-151 ms) but faster from 4 rows (156 vs 169 ms
+    at 4, 167 vs 214 at 8: MKL's small-M GEMM repacks the weights on every call); at 256-512 rows they are
+    within 5%. On AVX2-only CPUs packed was faster at every size tried. The cost is a second copy of the
+    layer's weights (none for an output head tied to the input embedding: the dense copy is the embedding).
+    Timing layers alone (weights hot in cache) chose differently from whole passes, hence one plan per model.
     """
 
-    def __init__(self, linear: torch.nn.Linear, packed_from: Sequence[int]):
+    def __init__(self, linear: torch.nn.Linear, plan: KernelPlan):
         super().__init__()
         from torch.utils.mkldnn import MkldnnLinear
 
         self.dense = linear
         self.packed = MkldnnLinear(linear, torch.float32)
-        self.bounds = list(PROBE_ROWS)  # rows r use the choice of the largest probed size <= r
-        self.use_packed = [size in packed_from for size in self.bounds]
+        self.plan = plan
 
     @property
     def weight(self) -> torch.Tensor:
         return self.dense.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // x.shape[-1]
-        if self.use_packed[max(bisect.bisect_right(self.bounds, rows) - 1, 0)]:
+        if self.plan.packed(x.numel() // x.shape[-1]):
             return self.packed(x)
         return self.dense(x)
 
 
-def _time_linear(fn, x: torch.Tensor, repeats: int = 3) -> float:
-    fn(x)  # the first call of a shape builds its kernel
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(x)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def row_dispatch_cpu_linears(model, skip: Sequence[torch.nn.Module] = ()) -> dict[tuple[int, int], list[int]]:
-    """Swap fp32 ``nn.Linear`` layers on the CPU (but ``skip``, e.g. the output head, which sees few rows and
-    would double the largest matrix) for :class:`RowDispatchLinear`, timing MKL against oneDNN packed once per
-    layer shape at :data:`PROBE_ROWS` rows (~2 s for a 0.5B model). Returns, per (in, out) shape, the probed
-    row counts at which packed was faster ({} where it does not apply: not fp32 on a CPU, no oneDNN)."""
+def row_dispatch_cpu_linears(model, skip: Sequence[torch.nn.Module] = ()) -> KernelPlan | None:
+    """Swap fp32 ``nn.Linear`` layers on the CPU for :class:`RowDispatchLinear` layers sharing one
+    :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN). Layers in
+    ``skip`` (e.g. an output head that is not tied to the input embedding, whose dense copy would double the
+    largest matrix) are packed only."""
     param = next(model.parameters())
     if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
-        return {}
+        return None
     from torch.utils.mkldnn import MkldnnLinear
 
     skipped = {id(m) for m in skip}
-    choices: dict[tuple[int, int], list[int]] = {}
+    plan = KernelPlan()
     with torch.no_grad():
         for module in list(model.modules()):
             for name, child in list(module.named_children()):
-                if type(child) is not torch.nn.Linear:
-                    continue
-                if id(child) in skipped:
-                    setattr(module, name, MkldnnLinear(child, torch.float32))
-                    continue
-                shape = (child.in_features, child.out_features)
-                if shape not in choices:
-                    packed = MkldnnLinear(child, torch.float32)
-                    xs = {rows: torch.randn(rows, child.in_features) for rows in PROBE_ROWS}
-                    choices[shape] = [rows for rows, x in xs.items()
-                                      if _time_linear(packed, x) < _time_linear(child, x)]
-                setattr(module, name, RowDispatchLinear(child, choices[shape]))
-    return choices
+                if type(child) is torch.nn.Linear:
+                    swapped = MkldnnLinear(child, torch.float32) if id(child) in skipped else RowDispatchLinear(child, plan)
+                    setattr(module, name, swapped)
+    return plan
 
 
 class ExactModeUnavailable(RuntimeError):

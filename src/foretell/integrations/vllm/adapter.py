@@ -80,6 +80,7 @@ class Row:
     req_id: str
     prompt_ids: list[int]
     extra_args: dict[str, Any]
+    stop_ids: frozenset[int] = frozenset()  # EOS (unless ignore_eos) and stop_token_ids: drafts end there
 
 
 def batch_rows(runner: Any) -> Iterator[Row | None]:
@@ -92,7 +93,8 @@ def batch_rows(runner: Any) -> Iterator[Row | None]:
         if state is None or params is None or prompt is None:
             yield None
             continue
-        yield Row(req_id, prompt, dict(getattr(params, "extra_args", None) or {}))
+        yield Row(req_id, prompt, dict(getattr(params, "extra_args", None) or {}),
+                  frozenset(getattr(params, "all_stop_token_ids", None) or ()))
 
 
 def live_request_ids(runner: Any) -> set[str]:

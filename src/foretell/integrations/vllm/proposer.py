@@ -131,7 +131,7 @@ class DraftBook:
         if state is None:
             spec, k_max = speculation_for(row.extra_args)
             proposer = make_proposer(row.prompt_ids, spec, self.classes) if spec is not None else None
-            policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=False)
+            policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=False, stop_ids=row.stop_ids)
             state = self.requests[row.req_id] = RequestDrafts(policy, k_max)
         return state
 
