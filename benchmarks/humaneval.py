@@ -6,9 +6,9 @@ time, and the completion is checked by running prompt + completion + the problem
 with a timeout. The expert is the 1.5B, the drafter the 0.5B; both models are loaded once (the "drafter
 alone" configuration runs the draft model's own weights as an engine's target).
 
-Subset used for the README (2-core CPU shared with other jobs; run under the heavy-work lock):
+Subset used for the README (2-core CPU, 45 minutes):
 
-    flock /tmp/foretell-heavy.lock python benchmarks/humaneval.py --shortest --problems 8 --max-tokens 96
+    python benchmarks/humaneval.py --shortest --problems 20 --max-tokens 128 --out benchmarks/results/humaneval-intel
 
 Full run (all 164 problems, 192 new tokens; hours on a CPU):
 
@@ -89,17 +89,30 @@ def build_engines(args):
     return {"expert": expert, "drafter": drafter}
 
 
-def generate(engine, prompt_ids: list[int], cfg: Config, max_tokens: int) -> tuple[str, object, float]:
+def build_request(prompt_ids: list[int], cfg: Config, max_tokens: int):
+    """A greedy request for one configuration: ``sd`` is the server's ``"method": "draft"`` (the draft model,
+    with n-gram lookup over the prompt where its drafts are cheaper), cascades draft with the model alone."""
     from foretell.config import SamplingParams, SpeculationParams
     from foretell.engine.api import GenerationRequest
 
-    spec = SpeculationParams(method=cfg.method, rule=cfg.rule, alpha=cfg.alpha, ngram=False)
-    req = GenerationRequest(prompt_ids=prompt_ids, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0),
-                            speculation=spec, stop=STOP)
+    spec = SpeculationParams(method=cfg.method, rule=cfg.rule, alpha=cfg.alpha)
+    return GenerationRequest(prompt_ids=prompt_ids, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0),
+                             speculation=spec, stop=STOP)
+
+
+def generate(engine, prompt_ids: list[int], cfg: Config, max_tokens: int) -> tuple[str, object, float]:
+    req = build_request(prompt_ids, cfg, max_tokens)
     start = time.perf_counter()
     outs = engine.generate([req])[req.request_id]
     seconds = time.perf_counter() - start
     return "".join(o.new_text for o in outs), outs[-1].stats, seconds
+
+
+def row_for(cfg: Config, task_id: str, passed: bool, seconds: float, stats, text: str) -> Row:
+    """One completion's row from the engine's request stats (the draft model's drafted/accepted tokens)."""
+    draft = stats.sources.get("draft")
+    return Row(cfg.name, task_id, passed, seconds, stats.completion_tokens, stats.forward_passes,
+               draft.proposed if draft else 0, draft.accepted if draft else 0, stats.cascade_drafter_tokens, text)
 
 
 def select(args) -> list[dict]:
@@ -127,10 +140,7 @@ def run(args, save) -> list[Row]:
         for cfg in cfgs:
             text, stats, seconds = generate(engines[cfg.engine], prompt_ids, cfg, args.max_tokens)
             program = problem["prompt"] + text + "\n\n" + problem["test"] + f"\n\ncheck({problem['entry_point']})\n"
-            rows.append(Row(cfg.name, problem["task_id"], check(program, args.timeout), seconds,
-                            stats.completion_tokens, stats.forward_passes,
-                            stats.drafted_by_source.get("draft", 0), stats.accepted_by_source.get("draft", 0),
-                            stats.cascade_drafter_tokens, text))
+            rows.append(row_for(cfg, problem["task_id"], check(program, args.timeout), seconds, stats, text))
             print(f"{problem['task_id']:>14} {cfg.name:>10} pass={rows[-1].passed!s:5} {seconds:6.1f}s "
                   f"{stats.completion_tokens:4d} tok {stats.forward_passes:4d} passes", flush=True)
         save(rows)  # after every problem: an interrupted run still reports the problems it finished

@@ -271,3 +271,30 @@ def test_the_policy_prices_the_drafters_own_passes():
     assert not pricey.would_choose(drafter, 4, 50)  # slower than the target: even failing free guesses win
     working, drafter = lost(0.3, 2)
     assert not working.would_choose(drafter, 4, 50)  # long free guesses, half right, beat 4 priced tokens
+
+
+def test_the_humaneval_script_builds_requests_and_reads_stats_the_engine_serves(target, drafter_model, tokenizer):
+    """benchmarks/humaneval.py against the engine it measures: each configuration's request is accepted
+    (a field the engine no longer has fails here, not an hour into a run) and its row counts the draft
+    model's tokens from the request's stats."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "humaneval.py"
+    spec = importlib.util.spec_from_file_location("humaneval_script", path)
+    humaneval = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = humaneval  # its dataclasses look their module up there
+    spec.loader.exec_module(humaneval)
+    engine = make_engine(target, drafter_model, tokenizer)
+    prompt = tokenizer.encode("def add(a, b):\n")
+    rows = {}
+    for cfg in humaneval.configs([0.3], ["v1"]):
+        if cfg.engine != "expert":
+            continue
+        req = humaneval.build_request(prompt, cfg, 24)
+        outs = engine.generate([req])[req.request_id]
+        rows[cfg.name] = humaneval.row_for(cfg, "t", True, 1.0, outs[-1].stats, "".join(o.new_text for o in outs))
+    assert rows["expert"].drafted == 0 and rows["expert"].passes == rows["expert"].tokens
+    assert rows["sd"].drafted > 0 and rows["sd"].text == rows["expert"].text  # exact: the expert's output
+    assert rows["v1@0.3"].drafted > 0 and rows["v1@0.3"].passes < rows["v1@0.3"].tokens
