@@ -55,6 +55,18 @@ def test_serve_options_map_to_engine_config():
     assert (args.host, args.port, args.api_key) == ("127.0.0.1", 8000, None)
 
 
+def test_serve_loads_the_packaged_drafter_of_the_1_5b_unless_told_otherwise():
+    """The issue's default: --model qwen2.5-coder-1.5b serves with the packaged 0.5B as draft model; an explicit
+    --draft-model wins, 'none' serves without one, and other models get none by default."""
+    parse = cli.build_parser().parse_args
+    assert cli._engine_config(parse(["serve", "--model", "qwen2.5-coder-1.5b"])).draft_model == "qwen2.5-coder-0.5b"
+    assert cli._engine_config(parse(["serve", "--model", "qwen2.5-coder-1.5b-instruct"])).draft_model == "qwen2.5-coder-0.5b"
+    assert cli._engine_config(parse(["serve", "--model", "qwen2.5-coder-1.5b", "--draft-model", "none"])).draft_model is None
+    assert cli._engine_config(parse(["serve", "--model", "qwen2.5-coder-1.5b", "--draft-model", "/m"])).draft_model == "/m"
+    assert cli._engine_config(parse(["serve"])).draft_model is None
+    assert cli._engine_config(parse(["serve", "--model", "/some/dir"])).draft_model is None
+
+
 def test_bad_option_value_is_a_clear_error(capsys):
     assert cli.main(["serve", "--max-num-seqs", "0"]) == 2
     assert "--max-num-seqs" in capsys.readouterr().err

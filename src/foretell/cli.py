@@ -44,8 +44,19 @@ def _engine_config(args: argparse.Namespace, **overrides):
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
+    if getattr(args, "command", None) == "serve":
+        fields["draft_model"] = _draft_model(args)
     fields.update(overrides)
     return EngineConfig(**fields)
+
+
+def _draft_model(args: argparse.Namespace) -> str | None:
+    """``--draft-model``: as given, None for 'none', and when absent the packaged model's default drafter."""
+    from foretell.models.registry import default_drafter
+
+    if args.draft_model is None:
+        return default_drafter(args.model)
+    return None if args.draft_model.strip().lower() == "none" else args.draft_model
 
 
 class LoadError(Exception):
@@ -93,8 +104,8 @@ def _add_serve(sub) -> None:
     g.add_argument(
         "--draft-model",
         default=None,
-        help="a smaller model with the same vocabulary: packaged name (e.g. qwen2.5-coder-0.5b for "
-        "--model qwen2.5-coder-1.5b), HF directory or .gguf (default: none)",
+        help="a smaller model with the same vocabulary: packaged name, HF directory or .gguf; 'none' for none "
+        "(default: qwen2.5-coder-0.5b for --model qwen2.5-coder-1.5b, none for other models)",
     )
     g.add_argument("--draft-k", type=int, default=None, help="tokens the draft model proposes per step (default: 4)")
     p.add_argument("--shutdown-timeout", type=float, default=30.0,

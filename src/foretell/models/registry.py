@@ -28,6 +28,7 @@ class PackagedModel:
     sha256: str  # of the concatenated GGUF
     extra: str  # the foretell pip extra that installs the chunks
     convert_estimate: str = ""  # how long the one-time conversion takes on two cores
+    default_drafter: str | None = None  # short name of the packaged draft model ``serve`` loads with it
 
     def __post_init__(self) -> None:
         if self.num_chunks < 1 or self.size < 1 or len(self.sha256) != 64:
@@ -77,6 +78,7 @@ QWEN25_CODER_15B = PackagedModel(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     extra="model-1-5b",
     convert_estimate="~1.5 min",
+    default_drafter=QWEN25_CODER_05B.short_name,
 )
 
 DEFAULT_SHORT_NAME = QWEN25_CODER_05B.short_name
@@ -104,3 +106,10 @@ def find_packaged(spec: str | None) -> PackagedModel | None:
 def packaged_names() -> list[str]:
     """Short names, for help texts and error messages."""
     return list(PACKAGED_MODELS)
+
+
+def default_drafter(spec: str | None) -> str | None:
+    """The draft model ``foretell serve`` loads for ``--model spec`` when ``--draft-model`` is not given: the
+    packaged model's default drafter (the 0.5B for the 1.5B), None for others."""
+    model = find_packaged(spec)
+    return model.default_drafter if model is not None else None
