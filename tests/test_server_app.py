@@ -374,3 +374,20 @@ def test_fuzz_json_bodies_never_5xx(client, path, body, base):
 def test_fuzz_garbage_bytes_never_5xx(client, raw):
     r = client.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
     assert r.status_code < 500
+
+
+def test_a_packaged_models_short_name_names_it():
+    """`--model qwen2.5-coder-1.5b` serves "qwen2.5-coder-1.5b-instruct"; a client may name it either way
+    (or "default"), but not by another packaged model's name."""
+    from types import SimpleNamespace
+
+    from foretell.server.app import check_model
+    from foretell.server.errors import APIError
+
+    engine = SimpleNamespace(model_name="qwen2.5-coder-1.5b-instruct")
+    for name in ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B", "default"):
+        check_model(engine, name)
+    for name in ("qwen2.5-coder-0.5b", "", "gpt-4o"):
+        with pytest.raises(APIError) as info:
+            check_model(engine, name)
+        assert info.value.status == 404

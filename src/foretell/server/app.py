@@ -439,7 +439,12 @@ async def parse_body(request: Request, model_cls: type[BaseModel]):
 
 
 def check_model(engine, name: str) -> None:
-    if name not in (engine.model_name, "default"):
+    """The request's ``model`` must name the served model: its full name, "default", or the short name
+    ``--model`` took for a packaged model (e.g. "qwen2.5-coder-1.5b" for "qwen2.5-coder-1.5b-instruct")."""
+    from foretell.models.registry import find_packaged
+
+    packaged = find_packaged(name) if name.strip() not in ("", "default") else None
+    if name not in (engine.model_name, "default") and (packaged is None or packaged.name != engine.model_name):
         raise APIError(
             404, f"the model {name!r} does not exist; this server serves {engine.model_name!r}",
             param="model", code="model_not_found",
