@@ -298,6 +298,7 @@ def test_row_dispatch_linears_pick_a_kernel_per_call_size_and_stay_lossless(toke
     head = model.get_output_embeddings()
     plan = row_dispatch_cpu_linears(model, skip=[head])
     assert plan is not None and plan.packed(1) is False and plan.packed(4) is True  # the default plan
+    assert plan.packed(256) is True and plan.packed(407) is False  # beyond the measured sizes: MKL
     layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
     assert layers and all(m.plan is plan for m in layers)  # one plan per model
     assert not isinstance(model.get_output_embeddings(), (torch.nn.Linear, RowDispatchLinear))  # skipped: packed

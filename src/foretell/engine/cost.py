@@ -170,7 +170,7 @@ def _read_cached(path: Path, plan: KernelPlan | None = None) -> dict[int, float]
     if valid is None:
         log.warning("ignoring the invalid cached verify-cost curve %s", path)
     elif plan is not None:
-        plan.sizes, plan.packed_at = tuple(sorted(valid)), packed_at
+        plan.adopt(list(valid), packed_at)
     return valid
 
 

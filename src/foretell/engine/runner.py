@@ -246,11 +246,13 @@ class KernelPlan:
     """Which fp32 GEMM the CPU runs for a pass of n rows, shared by every :class:`RowDispatchLinear` of one
     model: oneDNN's packed GEMM where ``packed_at`` holds the largest of ``sizes`` that is <= n, MKL's
     otherwise. The start-up cost measurement times whole passes with each kernel at each size and keeps the
-    faster (:func:`foretell.engine.cost.measure_cost_points`); the default is what that chose on a 2-core
-    Intel Xeon with AVX-512 (no AMX), 0.5B: MKL for 1-3 rows, packed from 4 (1.6x one row vs MKL's 1.8x at
-    4 rows, 2.1x vs 2.2x at 16)."""
+    faster (:func:`foretell.engine.cost.measure_cost_points`); passes larger than any measured size run on
+    MKL (packed GEMMs of 260-640 rows spiked to 1.5x MKL's time on the Xeon below, at sizes a few probes
+    miss: a 380-token prompt plus a 26-token draft took 1.78 s instead of 1.22). The default is what the
+    measurement chose on a 2-core Intel Xeon with AVX-512 (no AMX), 0.5B: MKL for 1-3 rows, packed from 4 to
+    256 (1.6x one row vs MKL's 1.8x at 4 rows, 2.1x vs 2.2x at 16)."""
 
-    sizes: tuple[int, ...] = (1, 4)
+    sizes: tuple[int, ...] = (1, 4, 257)
     packed_at: frozenset[int] = frozenset({4})
     force: bool | None = None  # while measuring: every call packed (True) or MKL (False)
 
@@ -261,11 +263,16 @@ class KernelPlan:
 
     def choose(self, mkl: dict[int, float], packed: dict[int, float]) -> None:
         """Keep, per measured size, the kernel whose pass was faster (seconds per size)."""
-        self.sizes = tuple(sorted(mkl))
-        self.packed_at = frozenset(n for n in self.sizes if packed[n] < mkl[n])
+        self.adopt(mkl, frozenset(n for n in mkl if packed[n] < mkl[n]))
+
+    def adopt(self, measured: Sequence[int], packed_at: frozenset[int]) -> None:
+        """Packed at ``packed_at`` (a subset of the ``measured`` sizes), MKL beyond the largest measured size."""
+        top = max(measured)
+        self.sizes, self.packed_at = (*sorted(measured), top + 1), frozenset(packed_at) - {top + 1}
 
     def describe(self) -> str:
-        return ", ".join(f"{n}: {'packed' if n in self.packed_at else 'MKL'}" for n in self.sizes)
+        return ", ".join(f"{n}: {'packed' if n in self.packed_at else 'MKL'}" for n in self.sizes[:-1]) + \
+            f", >{self.sizes[-2]}: MKL"
 
 
 class RowDispatchLinear(torch.nn.Module):
