@@ -268,11 +268,11 @@ class KernelPlan:
     def adopt(self, measured: Sequence[int], packed_at: frozenset[int]) -> None:
         """Packed at ``packed_at`` (a subset of the ``measured`` sizes), MKL beyond the largest measured size."""
         top = max(measured)
-        self.sizes, self.packed_at = (*sorted(measured), top + 1), frozenset(packed_at) - {top + 1}
+        self.sizes, self.packed_at = (*sorted(measured), top + 1), frozenset(packed_at)
 
     def describe(self) -> str:
         return ", ".join(f"{n}: {'packed' if n in self.packed_at else 'MKL'}" for n in self.sizes[:-1]) + \
-            f", >{self.sizes[-2]}: MKL"
+            f", >{self.sizes[-1] - 1}: MKL"
 
 
 class RowDispatchLinear(torch.nn.Module):
