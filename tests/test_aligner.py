@@ -70,7 +70,8 @@ def drive(aligner: PredictionAligner, output: list[int], k: int, check) -> None:
 @given(predictions, edit_ops, st.integers(1, 70), st.sampled_from([None, 1, 4, 32]))
 def test_drafts_are_contiguous_substrings_of_the_prediction(pred, ops, k, search_length):
     output = apply_edits(pred, ops)
-    aligner = PredictionAligner(pred, search_length=search_length, newline_ids={0})
+    aligner = PredictionAligner(pred, search_length=search_length, newline_ids={0},
+                                config=AlignerConfig(learn_rewrites=False))
 
     def check(draft: Draft) -> None:
         assert draft.source == "prediction" and draft.probs is None
@@ -82,6 +83,32 @@ def test_drafts_are_contiguous_substrings_of_the_prediction(pred, ops, k, search
             assert aligner.available() == len(pred) - start
 
     drive(aligner, output, k, check)
+
+
+@FAST
+@given(predictions, edit_ops, st.integers(1, 70))
+def test_rewritten_drafts_hold_only_tokens_of_the_prediction_or_the_output_so_far(pred, ops, k):
+    output = apply_edits(pred, ops)
+    aligner = PredictionAligner(pred, newline_ids={0})
+    seen = set(pred)
+
+    def check(draft: Draft) -> None:
+        assert len(draft.tokens) <= k
+        assert set(draft.tokens) <= seen
+        if not aligner.aligned and draft.tokens:  # rewrites apply to aligned drafts only
+            start = aligner.position
+            assert pred[start:start + len(draft.tokens)] == draft.tokens
+
+    pos = 0
+    while pos < len(output):
+        draft = aligner.propose(k)
+        check(draft)
+        hits = 0
+        while hits < len(draft.tokens) and pos + hits < len(output) and draft.tokens[hits] == output[pos + hits]:
+            hits += 1
+        aligner.observe(output[pos:pos + hits + 1])
+        seen.update(output[pos:pos + hits + 1])
+        pos += hits + 1
 
 
 @FAST
@@ -171,6 +198,52 @@ def test_in_line_rename_realigns_after_the_renamed_token():
     # the second time the same rename is guessed from the learnt edit, before any evidence
     aligner.observe(out[5:9] + out[9:13])
     assert aligner.propose(3).tokens == pred[15:18]
+
+
+def _renamed_file(rename_all: bool) -> tuple[list[int], list[int]]:
+    """Six lines that each use identifier 50 once among varied tokens; the output renames it to 60 (and
+    keeps it after the first line unless ``rename_all``)."""
+    pred, out = [], []
+    for line in range(6):
+        body = [100 + 7 * line + j for j in range(7)]
+        pred += body[:3] + [50] + body[3:] + [1]
+        out += body[:3] + [60 if rename_all or line == 0 else 50] + body[3:] + [1]
+    return pred, out
+
+
+def test_a_rename_is_drafted_through_after_its_first_use():
+    pred, out = _renamed_file(rename_all=True)
+    with_rewrites = simulate(PredictionAligner(pred), out, 64).passes
+    without = simulate(PredictionAligner(pred, config=AlignerConfig(learn_rewrites=False)), out, 64).passes
+    assert with_rewrites <= 3  # the first use departs (and realigns); from then on the rename is drafted
+    assert without >= 7  # every later use departs from the prediction again
+    aligner = PredictionAligner(pred)
+    aligner.observe(out[:5])  # ... 60 (renamed) then the line goes on as predicted
+    assert aligner.aligned and aligner.propose(64).tokens == out[5:5 + 64]
+
+
+def test_an_insertion_after_a_token_is_drafted_where_that_token_recurs():
+    # "n" -> "n Value" (a parameter renamed by appending a token) in every use
+    pred, out = [], []
+    for line in range(5):
+        body = [100 + 6 * line + j for j in range(6)]
+        pred += body[:2] + [50] + body[2:] + [1]
+        out += body[:2] + [50, 61] + body[2:] + [1]
+    assert simulate(PredictionAligner(pred), out, 64).passes <= 3
+    assert simulate(PredictionAligner(pred, config=AlignerConfig(learn_rewrites=False)), out, 64).passes >= 6
+
+
+def test_a_rewrite_the_output_refuses_stops_being_drafted():
+    pred, out = _renamed_file(rename_all=False)
+    aligner = PredictionAligner(pred)
+    line = len(pred) // 6
+    aligner.observe(out[:line + 2])  # the first line renamed; the second line's start
+    assert aligner.propose(3).tokens == [out[line + 2], 60, out[line + 4]]  # the rename is drafted
+    aligner.observe([out[line + 2], 50])  # the output keeps 50 here: one refusal against one use
+    assert aligner.aligned and aligner.propose(64).tokens == pred[line + 4:line + 4 + 64]
+    with_rewrites = simulate(PredictionAligner(pred), out, 64).passes
+    without = simulate(PredictionAligner(pred, config=AlignerConfig(learn_rewrites=False)), out, 64).passes
+    assert with_rewrites <= without + 1
 
 
 def test_repeated_lines_prefer_the_anchor_that_continues_order():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -67,6 +68,14 @@ def edited(tokens: list[int], rng: random.Random, vocab: int) -> list[int]:
     return out
 
 
+def renamed(tokens: list[int], vocab: int) -> list[int]:
+    """The output with its most frequent token X replaced by a token Y it never uses: against this prediction
+    the model renames Y to X at every use."""
+    x = max(set(tokens), key=tokens.count) if tokens else None
+    y = next(t for t in range(vocab - 1, 0, -1) if t not in tokens)
+    return [y if t == x else t for t in tokens]
+
+
 def test_plain_engine_matches_hf_generate(model, tokenizer):
     engine = make_engine(model, tokenizer, k_max=0)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -76,7 +85,7 @@ def test_plain_engine_matches_hf_generate(model, tokenizer):
         assert got[str(i)] == hf_greedy(model, p, 40, eos)
 
 
-@pytest.mark.parametrize("kind", ["perfect", "edited", "garbage", "empty", "overlong", "prefix"])
+@pytest.mark.parametrize("kind", ["perfect", "edited", "renamed", "garbage", "empty", "overlong", "prefix"])
 def test_prediction_is_lossless(model, tokenizer, kind):
     vocab = len(tokenizer)
     rng = random.Random(kind)
@@ -86,6 +95,7 @@ def test_prediction_is_lossless(model, tokenizer, kind):
     preds = {
         "perfect": lambda out: out,
         "edited": lambda out: edited(out, rng, vocab),
+        "renamed": lambda out: renamed(out, vocab),
         "garbage": lambda out: [rng.randrange(vocab) for _ in out],
         "empty": lambda out: [],
         "overlong": lambda out: out + out + [rng.randrange(vocab) for _ in range(50)],
@@ -97,6 +107,31 @@ def test_prediction_is_lossless(model, tokenizer, kind):
     assert got == plain
     if kind == "perfect":  # the same batch, plain: one pass per token; with the prediction: a few passes
         assert engine.forward_passes < plain_engine.forward_passes / 2
+
+
+def test_a_renamed_token_is_drafted_through_after_its_first_use(model, tokenizer, monkeypatch):
+    """The aligner's rewrites (X -> Y learnt at the first use) take fewer passes than realigning at every use,
+    and the output stays the plain one."""
+    import foretell.engine.llm_engine as engine_module
+
+    vocab = len(tokenizer)
+    ps = prompts(tokenizer, 4, seed=1)
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 48, request_id=str(i)) for i, p in enumerate(ps)])
+    reqs = [request(p, 48, prediction=renamed(plain[str(i)], vocab), method="prediction", request_id=str(i))
+            for i, p in enumerate(ps)]
+    with_rewrites = make_engine(model, tokenizer)
+    assert run(with_rewrites, reqs) == plain
+    original = engine_module.make_proposer
+
+    def without_rewrites(*args, **kwargs):
+        proposer = original(*args, **kwargs)
+        proposer.aligner.config = replace(proposer.aligner.config, learn_rewrites=False)
+        return proposer
+
+    monkeypatch.setattr(engine_module, "make_proposer", without_rewrites)
+    without = make_engine(model, tokenizer)
+    assert run(without, reqs) == plain
+    assert with_rewrites.forward_passes < without.forward_passes
 
 
 def test_concurrent_requests_join_and_leave(model, tokenizer):

@@ -16,6 +16,10 @@ proposes from the best one until one is strong enough to become the new anchor.
   m + 1); later, tokens were inserted (continue at m); after an output line break (when ``newline_ids`` is
   given), the next prediction line; and edits seen earlier in this request ("P[m] with output X -> skip r"
   is learnt at every realignment, so a renamed identifier realigns at once from its second use on).
+- Rewrites: a substitution seen at a realignment (P's tokens A replaced by output tokens B, e.g. a renamed
+  identifier; or tokens inserted after a token A) is applied to later aligned drafts wherever A recurs in P,
+  until the output keeps A somewhere: a rename is drafted through in one pass, a one-off change stops after
+  one refusal. The aligner follows the output through a rewrite without leaving alignment.
 - Small edits right after a good run (substitution, short insertion or deletion, two tokens merged into one)
   re-anchor after a single matching token.
 - Blocks jumped over are remembered: when the output reaches the end of P, the earliest one is guessed next
@@ -76,6 +80,10 @@ class AlignerConfig:
 
     Draft length: ``weak_cap`` doubled per ``cap_bits`` of score (4, 8, 16, ... tokens), unbounded once
     aligned.
+
+    Rewrites (``learn_rewrites``): substitutions of at most ``rewrite_span`` prediction tokens by at most
+    ``rewrite_span`` output tokens (or insertions after one token) are learnt and applied to aligned drafts
+    until the output keeps the prediction's tokens where a rewrite would apply.
     """
 
     search_length: int | None = None
@@ -99,12 +107,14 @@ class AlignerConfig:
     weak_cap: int = 4
     cap_bits: float = 2.0
     learn_edits: bool = True
+    learn_rewrites: bool = True
+    rewrite_span: int = 6
 
     def __post_init__(self) -> None:
         if self.search_length is not None and self.search_length < 1:
             raise ValueError("search_length must be >= 1 or None")
-        if min(self.reanchor_evidence, self.weak_cap, self.max_hypotheses, self.near) < 1:
-            raise ValueError("reanchor_evidence, weak_cap, max_hypotheses and near must be >= 1")
+        if min(self.reanchor_evidence, self.weak_cap, self.max_hypotheses, self.near, self.rewrite_span) < 1:
+            raise ValueError("reanchor_evidence, weak_cap, max_hypotheses, near and rewrite_span must be >= 1")
 
 
 class _PredictionIndex:
@@ -145,6 +155,87 @@ class _PredictionIndex:
                 and pred[i + shift - 2] == a]
 
 
+Tokens = tuple[int, ...]
+
+
+class _Rewrites:
+    """Rewrites the output made to the prediction: its tokens A replaced by B (a substitution), or a token A
+    followed by inserted tokens (B = A + the insertion). Drafts apply, for each A, what the output did the
+    last time the prediction had A: the B it made, or nothing once it kept A (followed by what the
+    prediction has next). The latest use decides because edits are local: a function's variable renamed in
+    one function and kept in the next costs one refused draft, not one per earlier use.
+
+    Example: ``r.count((5,), (9,))`` -> ``r.apply([1, 5, 2, 5], 0, 4) == [1, 9, 2, 9]``; after
+    ``r.count((5,), None)`` (A kept) ``apply`` returns the prediction unchanged.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[Tokens, set[Tokens]] = {}  # A -> every B made for it
+        self._by_first: dict[int, list[Tokens]] = {}  # A[0] -> every A starting with it, longest first
+        self._active: dict[int, list[tuple[Tokens, Tokens]]] = {}  # A[0] -> (A, B) that drafts apply
+
+    def __bool__(self) -> bool:
+        return bool(self._seen)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._active)
+
+    def count(self, old: Tokens, new: Tokens | None) -> None:
+        """The output made ``new`` (None: kept ``old``) where the prediction has ``old``."""
+        made = self._seen.get(old)
+        if made is None:
+            made = self._seen[old] = set()
+            olds = self._by_first.setdefault(old[0], [])
+            olds.append(old)
+            olds.sort(key=len, reverse=True)
+        rules = [rule for rule in self._active.get(old[0], []) if rule[0] != old]
+        if new is not None:
+            made.add(new)
+            rules.append((old, new))
+            rules.sort(key=lambda rule: len(rule[0]), reverse=True)
+        if rules:
+            self._active[old[0]] = rules
+        else:
+            self._active.pop(old[0], None)
+
+    def follow(self, pred: list[int], cursor: int, out: list[int], i: int) -> tuple[int, int] | None:
+        """Where the prediction at ``cursor`` holds a known A: if the output at ``i`` makes a B seen before,
+        count it and return (len(A), len(B)) to step over; where the output follows the prediction past the
+        first token at which a B departs from it, count A kept. None when no rewrite is made here."""
+        olds = self._by_first.get(pred[cursor])
+        if not olds:
+            return None
+        for old in olds:
+            if tuple(pred[cursor:cursor + len(old)]) != old:
+                continue
+            kept = False
+            for new in self._seen[old]:
+                if tuple(out[i:i + len(new)]) == new:
+                    self.count(old, new)
+                    return len(old), len(new)
+                depart = next((d for d, t in enumerate(new) if cursor + d >= len(pred) or pred[cursor + d] != t),
+                              len(new))
+                kept = kept or (cursor + depart < len(pred) and out[i:i + depart + 1] == pred[cursor:cursor + depart + 1])
+            if kept:
+                self.count(old, None)
+        return None
+
+    def apply(self, pred: list[int], start: int, length: int) -> list[int]:
+        """``length`` draft tokens from ``pred[start:]`` with the active rewrites applied."""
+        draft, j, n, active = [], start, len(pred), self._active
+        while len(draft) < length and j < n:
+            for old, new in active.get(pred[j], ()):
+                if tuple(pred[j:j + len(old)]) == old:
+                    draft.extend(new)
+                    j += len(old)
+                    break
+            else:
+                draft.append(pred[j])
+                j += 1
+        return draft[:length]
+
+
 class PredictionAligner(Proposer):
     """Proposes the prediction's next tokens and realigns after the output departs from it.
 
@@ -180,6 +271,7 @@ class PredictionAligner(Proposer):
         self._hyps: dict[int, tuple[int, float]] = {}  # cursor -> (matched tokens, bits) right before it
         self._edits: dict[tuple[int | None, tuple[int, ...]], int] = {}  # (P[m] or None, output) -> skipped
         self._skipped: list[tuple[int, int]] = []  # prediction blocks jumped over, [lo, hi)
+        self._rewrites = _Rewrites()  # substitutions seen, applied to aligned drafts
         self._best: tuple[int, int] = (0 if self._pred else -1, self._run)  # (draft start, evidence)
         self._best_score = math.inf
         self._top: tuple[float, int, int, float] | None = None  # best hypothesis: (score, -cursor, tokens, bits)
@@ -251,6 +343,8 @@ class PredictionAligner(Proposer):
         start = self._best[0]
         if start < 0 or k <= 0:
             return Draft([], None, "prediction")
+        if self._rewrites.active and self._aligned and start == self._cursor:  # the rest of P, rewritten
+            return Draft(self._rewrites.apply(self._pred, start, k), None, "prediction")
         length = min(k, self.suggested_cap(), len(self._pred) - start)
         return Draft(self._pred[start:start + length], None, "prediction")
 
@@ -261,9 +355,12 @@ class PredictionAligner(Proposer):
         while i < len(tokens):
             if self._aligned:
                 begin, cursor = i, self._cursor
-                while i < len(tokens) and cursor < n and pred[cursor] == tokens[i]:
-                    cursor += 1
-                    i += 1
+                if self._rewrites:
+                    cursor, i = self._follow(tokens, i)
+                else:
+                    while i < len(tokens) and cursor < n and pred[cursor] == tokens[i]:
+                        cursor += 1
+                        i += 1
                 out.extend(tokens[begin:i])
                 self._run += cursor - self._cursor
                 self._cursor = cursor
@@ -274,6 +371,21 @@ class PredictionAligner(Proposer):
             self._step_diverged(tokens[i])
             i += 1
         self._best = self._choose()
+
+    def _follow(self, tokens: list[int], i: int) -> tuple[int, int]:
+        """The aligned walk with rewrites known: match tokens from ``i`` against the prediction from the
+        cursor, stepping over rewrites the output makes again and counting those it keeps; returns
+        (cursor, i) where the output departs or the tokens end."""
+        pred, n, cursor, rewrites = self._pred, len(self._pred), self._cursor, self._rewrites
+        while i < len(tokens) and cursor < n:
+            step = rewrites.follow(pred, cursor, tokens, i)
+            if step is not None:
+                cursor, i = cursor + step[0], i + step[1]
+            elif pred[cursor] == tokens[i]:
+                cursor, i = cursor + 1, i + 1
+            else:
+                break
+        return cursor, i
 
     # ---- divergence and realignment --------------------------------------------------------------------
 
@@ -335,12 +447,21 @@ class PredictionAligner(Proposer):
     def _learn_edit(self, cursor: int, evidence: int) -> None:
         """Remember a short edit that this realignment closed: "output X where P[m] was expected -> skip r
         prediction tokens", keyed by (P[m], X) and by X alone (a renamed identifier recurs before varied
-        tokens)."""
+        tokens); and, where it replaced prediction tokens A by X, the rewrite A -> X for later drafts."""
         skipped, inserted = cursor - evidence - self._anchor, self._since - evidence
-        if self.config.learn_edits and 0 <= skipped <= 8 and 1 <= inserted <= 4 and self._anchor < len(self._pred):
-            emitted = tuple(self._out[-self._since:][:inserted])
+        if inserted < 1 or skipped < 0 or self._anchor >= len(self._pred):
+            return
+        emitted = tuple(self._out[-self._since:][:inserted])
+        if self.config.learn_edits and skipped <= 8 and inserted <= 4:
             self._edits[(self._pred[self._anchor], emitted)] = skipped
             self._edits[(None, emitted)] = skipped
+        m, span = self._anchor, self.config.rewrite_span
+        if not self.config.learn_rewrites or skipped > span or inserted > span:
+            return
+        if skipped:  # a substitution: A = the tokens replaced
+            self._rewrites.count(tuple(self._pred[m:m + skipped]), emitted)
+        elif m >= 1 and self._prior_run >= 1 and inserted < span:  # an insertion after the matched P[m - 1]
+            self._rewrites.count((self._pred[m - 1],), (self._pred[m - 1],) + emitted)
 
     def _reanchor(self, cursor: int, evidence: int) -> None:
         start = cursor - evidence
