@@ -233,6 +233,18 @@ def test_an_insertion_after_a_token_is_drafted_where_that_token_recurs():
     assert simulate(PredictionAligner(pred, config=AlignerConfig(learn_rewrites=False)), out, 64).passes >= 6
 
 
+def test_an_insertion_is_not_drafted_twice_where_the_prediction_already_has_it():
+    a, x, y, b, c, d, e, f, g, h = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+    pred = [a, x, b, c, d, e, 20, 21, x, y, f, g, h]
+    out = [a, x, y, b, c, d, e, 20, 21, x, y, f, g, h]  # y inserted after the first x; the second has it
+    aligner = PredictionAligner(pred)
+    aligner.observe(out[:3])  # a x y: departs at b
+    aligner.observe(out[3:4])  # b: a one-token insertion after a good run, realigned; x -> x y learnt
+    assert aligner.aligned and aligner.propose(64).tokens == [c, d, e, 20, 21, x, y, f, g, h]
+    aligner.observe(out[4:])
+    assert aligner.aligned and aligner.position == -1
+
+
 def test_a_rewrite_the_output_refuses_stops_being_drafted():
     pred, out = _renamed_file(rename_all=False)
     aligner = PredictionAligner(pred)

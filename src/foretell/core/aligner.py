@@ -211,11 +211,13 @@ class _Rewrites:
                 continue
             kept = False
             for new in self._seen[old]:
+                depart = next((d for d, t in enumerate(new) if cursor + d >= len(pred) or pred[cursor + d] != t),
+                              len(new))
+                if depart == len(new):  # the prediction already reads B here (an insertion it has)
+                    continue
                 if tuple(out[i:i + len(new)]) == new:
                     self.count(old, new)
                     return len(old), len(new)
-                depart = next((d for d, t in enumerate(new) if cursor + d >= len(pred) or pred[cursor + d] != t),
-                              len(new))
                 kept = kept or (cursor + depart < len(pred) and out[i:i + depart + 1] == pred[cursor:cursor + depart + 1])
             if kept:
                 self.count(old, None)
@@ -226,7 +228,7 @@ class _Rewrites:
         draft, j, n, active = [], start, len(pred), self._active
         while len(draft) < length and j < n:
             for old, new in active.get(pred[j], ()):
-                if tuple(pred[j:j + len(old)]) == old:
+                if tuple(pred[j:j + len(old)]) == old and tuple(pred[j:j + len(new)]) != new:
                     draft.extend(new)
                     j += len(old)
                     break
