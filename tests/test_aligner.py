@@ -95,9 +95,6 @@ def test_rewritten_drafts_hold_only_tokens_of_the_prediction_or_the_output_so_fa
     def check(draft: Draft) -> None:
         assert len(draft.tokens) <= k
         assert set(draft.tokens) <= seen
-        if not aligner.aligned and draft.tokens:  # rewrites apply to aligned drafts only
-            start = aligner.position
-            assert pred[start:start + len(draft.tokens)] == draft.tokens
 
     pos = 0
     while pos < len(output):

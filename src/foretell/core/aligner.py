@@ -17,7 +17,7 @@ proposes from the best one until one is strong enough to become the new anchor.
   given), the next prediction line; and edits seen earlier in this request ("P[m] with output X -> skip r"
   is learnt at every realignment, so a renamed identifier realigns at once from its second use on).
 - Rewrites: a substitution seen at a realignment (P's tokens A replaced by output tokens B, e.g. a renamed
-  identifier; or tokens inserted after a token A) is applied to later aligned drafts wherever A recurs in P,
+  identifier; or tokens inserted after a token A) is applied to later drafts wherever A recurs in P,
   until the output keeps A somewhere: a rename is drafted through in one pass, a one-off change stops after
   one refusal. The aligner follows the output through a rewrite without leaving alignment.
 - Small edits right after a good run (substitution, short insertion or deletion, two tokens merged into one)
@@ -82,7 +82,7 @@ class AlignerConfig:
     aligned.
 
     Rewrites (``learn_rewrites``): substitutions of at most ``rewrite_span`` prediction tokens by at most
-    ``rewrite_span`` output tokens (or insertions after one token) are learnt and applied to aligned drafts
+    ``rewrite_span`` output tokens (or insertions after one token) are learnt and applied to drafts
     until the output keeps the prediction's tokens where a rewrite would apply.
     """
 
@@ -273,7 +273,7 @@ class PredictionAligner(Proposer):
         self._hyps: dict[int, tuple[int, float]] = {}  # cursor -> (matched tokens, bits) right before it
         self._edits: dict[tuple[int | None, tuple[int, ...]], int] = {}  # (P[m] or None, output) -> skipped
         self._skipped: list[tuple[int, int]] = []  # prediction blocks jumped over, [lo, hi)
-        self._rewrites = _Rewrites()  # substitutions seen, applied to aligned drafts
+        self._rewrites = _Rewrites()  # substitutions seen, applied to drafts
         self._best: tuple[int, int] = (0 if self._pred else -1, self._run)  # (draft start, evidence)
         self._best_score = math.inf
         self._top: tuple[float, int, int, float] | None = None  # best hypothesis: (score, -cursor, tokens, bits)
@@ -348,6 +348,8 @@ class PredictionAligner(Proposer):
         if self._rewrites.active and self._aligned and start == self._cursor:  # the rest of P, rewritten
             return Draft(self._rewrites.apply(self._pred, start, k), None, "prediction")
         length = min(k, self.suggested_cap(), len(self._pred) - start)
+        if self._rewrites.active:  # from a re-entry point: the same rewrites, within the evidence's cap
+            return Draft(self._rewrites.apply(self._pred, start, length), None, "prediction")
         return Draft(self._pred[start:start + length], None, "prediction")
 
     def observe(self, tokens: Sequence[int]) -> None:
