@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import random
 from dataclasses import replace
 
@@ -216,8 +217,24 @@ def test_usage_counts_for_perfect_prediction(model, tokenizer):
     s = last.stats
     assert tokens == plain
     assert s.completion_tokens == 50
-    assert s.accepted_prediction_tokens >= 40  # all but the bonus token of each pass
-    assert s.rejected_prediction_tokens == len(plain) - s.accepted_prediction_tokens
+    assert s.accepted_prediction_tokens == 50  # every token appeared in the prediction, bonus tokens too
+    assert s.rejected_prediction_tokens == 0
+
+
+def test_accepted_prediction_tokens_count_the_output_not_who_drafted_it(model, tokenizer):
+    """OpenAI's meaning: prediction tokens that appeared in the completion (bonus tokens and n-gram drafts
+    included), so the prediction-only and the auto run (n-gram lookup beside it) give the same counts."""
+    p = prompts(tokenizer, 1, seed=12)[0]
+    _, plain, _ = _text_and_tokens(make_engine(model, tokenizer, k_max=0), request(p, 40, ignore_eos=True, request_id="a"))
+    pred = plain[:10] + [7, 8, 9] + plain[13:] + [5, 6]  # three tokens replaced, two more at the end
+    matched = sum(b.size for b in difflib.SequenceMatcher(None, pred, plain, autojunk=False).get_matching_blocks())
+    assert matched >= 35
+    counts = {}
+    for method in ("prediction", "auto"):
+        _, got, last = _text_and_tokens(make_engine(model, tokenizer), request(p, 40, prediction=pred, method=method, ignore_eos=True, request_id="b"))
+        assert got == plain
+        counts[method] = (last.stats.accepted_prediction_tokens, last.stats.rejected_prediction_tokens)
+    assert counts["prediction"] == counts["auto"] == (matched, len(pred) - matched)
 
 
 def test_cancel_frees_kv(model, tokenizer):

@@ -71,7 +71,7 @@ def test_completion_text_offsets_on_multibyte_text(tok, step):
     for i in range(0, len(ids), step):
         chunk = ids[i : i + step]
         for t in chunk:
-            seq.append(t, False)
+            seq.append(t)
         out = seq.output(chunk, [False] * len(chunk), [TokenLogprob(t, -1.0, []) for t in chunk])
         offsets += [item[3] for item in fmt.logprobs(run, choice, out)]
         out_text += out.new_text

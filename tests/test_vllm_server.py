@@ -182,7 +182,7 @@ def test_prediction_is_lossless_with_usage_and_fewer_steps(server, tokenizer, ki
         assert usage["completion_tokens"] == plain["usage"]["completion_tokens"]
         assert 0 < accepted <= usage["completion_tokens"] and accepted + rejected == n_pred
         stats = ours["foretell"]
-        assert accepted <= stats["draft_tokens_accepted"] <= stats["draft_tokens_proposed"]
+        assert stats["draft_tokens_accepted"] <= stats["draft_tokens_proposed"]
         # vLLM's own step counter: the copy needs far fewer engine steps than plain decoding
         assert ours["steps"] <= 0.6 * plain["steps"], (ours["steps"], plain["steps"])
         assert stats["forward_passes"] < plain["foretell"]["forward_passes"]

@@ -290,8 +290,8 @@ def _stats_line(stats, prediction) -> str:
     if prediction:
         share = stats.accepted_prediction_tokens / n if n else 0.0
         parts.append(
-            f"{stats.accepted_prediction_tokens} accepted from the prediction ({share:.0%}), "
-            f"{stats.rejected_prediction_tokens} rejected"
+            f"{stats.accepted_prediction_tokens} from the prediction ({share:.0%}), "
+            f"{stats.rejected_prediction_tokens} of its tokens unused"
         )
     passes = max(stats.forward_passes, 1)
     parts.append(f"{stats.forward_passes} forward passes ({n / passes:.2f} tokens/pass)")

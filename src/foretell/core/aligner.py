@@ -261,6 +261,7 @@ class PredictionAligner(Proposer):
         self._index: _PredictionIndex | None = None  # built on the first divergence
         self._bits_cache: dict[int, float] = {}
         self._out: list[int] = []  # every output token observed so far
+        self._matched = 0  # output tokens that lined up with the prediction (see :attr:`matched`)
         # aligned state: the next prediction index and the matched tokens behind it (the output is expected
         # to start like the prediction, so it starts trusted)
         self._aligned = True
@@ -293,6 +294,13 @@ class PredictionAligner(Proposer):
     def last_matched(self) -> int:
         """Prediction index right after the last trusted match (where the output departed, if it did)."""
         return self._cursor if self._aligned else self._anchor
+
+    @property
+    def matched(self) -> int:
+        """Output tokens that lined up with the prediction so far, whoever drafted them: tokens that followed
+        it while aligned, and the evidence a realignment was made on (a rewrite's tokens are not counted).
+        The aligner sees every output token, so this depends on the output alone, not on the draft policy."""
+        return self._matched
 
     @property
     def position(self) -> int:
@@ -365,6 +373,7 @@ class PredictionAligner(Proposer):
                     while i < len(tokens) and cursor < n and pred[cursor] == tokens[i]:
                         cursor += 1
                         i += 1
+                    self._matched += cursor - self._cursor
                 out.extend(tokens[begin:i])
                 self._run += cursor - self._cursor
                 self._cursor = cursor
@@ -387,6 +396,7 @@ class PredictionAligner(Proposer):
                 cursor, i = cursor + step[0], i + step[1]
             elif pred[cursor] == tokens[i]:
                 cursor, i = cursor + 1, i + 1
+                self._matched += 1
             else:
                 break
         return cursor, i
@@ -468,6 +478,7 @@ class PredictionAligner(Proposer):
             self._rewrites.count((self._pred[m - 1],), (self._pred[m - 1],) + emitted)
 
     def _reanchor(self, cursor: int, evidence: int) -> None:
+        self._matched += min(evidence, self._since)  # the matched tokens seen while diverged
         start = cursor - evidence
         self._skipped = [(lo, hi) for lo, hi in self._skipped if not lo <= start < hi]
         jumped = start - self._anchor > self.config.bridge_gap and self.config.search_length is None

@@ -44,9 +44,9 @@ class SourceStats:
 
 @dataclass
 class RequestStats:
-    """Per-request accounting, with OpenAI's meanings for the prediction counts: accepted = returned tokens
-    that came from an accepted prediction draft; rejected = prediction tokens that did not appear in the
-    completion (len(prediction) - accepted, at least 0). What speculation cost in compute is in
+    """Per-request accounting, with OpenAI's meanings for the prediction counts: accepted = prediction tokens
+    that appeared in the completion (in order, along the aligner's path; whoever drafted them, so the count
+    depends on the output alone); rejected = prediction tokens that did not (len(prediction) - accepted). What speculation cost in compute is in
     ``draft_tokens_proposed`` / ``draft_tokens_accepted`` (all proposers, every pass).
     """
 

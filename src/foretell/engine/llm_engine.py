@@ -309,13 +309,16 @@ class LLMEngine:
             from_prediction = i < result.num_accepted and draft.source == "prediction"
             appended.append(token)
             flags.append(from_prediction)
-            if seq.append(token, from_prediction):
+            if seq.append(token):
                 break
         seq.stats.cascade_drafter_tokens += sum(from_drafter[: len(appended)])
         seq.sampler.observe(appended)
         seq.policy.record(seq.decision, appended)
         if seq.proposer is not None:
             seq.proposer.observe(appended)
+            aligner = getattr(seq.proposer, "aligner", None)
+            if aligner is not None:  # OpenAI's meaning: prediction tokens that appeared in the completion
+                seq.stats.accepted_prediction_tokens = min(aligner.matched, len(aligner.prediction), seq.num_output)
         if self.trace is not None:
             self.trace(step_record(self.forward_passes, self.started, seq.id, seq.num_output - len(appended),
                                    seq.batch_tokens, seq.decision, draft.source if result.num_accepted else "none",

@@ -70,11 +70,9 @@ class Sequence:
         """How many more tokens may be appended."""
         return self.limit - len(self.tokens)
 
-    def append(self, token: int, from_prediction: bool) -> bool:
+    def append(self, token: int) -> bool:
         """Append one token and apply the stop rules in plain decoding's order; True when finished."""
         self.tokens.append(token)
-        if from_prediction:
-            self.stats.accepted_prediction_tokens += 1
         if token in self.stop_ids:
             return self._finish("stop")
         piece = self.detok.add(token)

@@ -7,11 +7,9 @@ where the worker's proposer reads them. The prediction travels as token ids, tok
 
 On the way out, :func:`usage_details` computes OpenAI's prediction counts. vLLM does not fill them, so:
 
-- ``accepted_prediction_tokens``: output tokens that match the prediction (the matching blocks of the
-  output's and the prediction's token ids) and, where vLLM reports per-request speculative-decoding metrics,
-  at most the draft tokens vLLM accepted for the request. This is the embedded engine's meaning (returned
-  tokens that came from accepted prediction drafts) up to n-gram drafts that happen to match the
-  prediction text;
+- ``accepted_prediction_tokens``: prediction tokens that appeared in the completion (the matching blocks of
+  the output's and the prediction's token ids), whoever drafted them: OpenAI's meaning and the embedded
+  engine's (which counts along its aligner's path);
 - ``rejected_prediction_tokens``: prediction tokens that did not appear in the completion,
   ``len(prediction) - accepted`` (OpenAI's meaning, as on the embedded engine).
 
@@ -140,7 +138,7 @@ def usage_details(prediction_len: int, matched: Sequence[int], completion_tokens
     ``matched`` holds :func:`matched_tokens` per choice; ``spec`` is vLLM's per-request metrics (only given
     for single-choice requests).
     """
-    accepted = [min(m, spec.num_accepted_draft_tokens) if spec is not None else m for m in matched]
+    accepted = [min(m, prediction_len) for m in matched]
     if not prediction_len:
         accepted = [0 for _ in matched]
     details = {
