@@ -50,8 +50,9 @@ def apply_edits(pred: list[int], ops) -> list[int]:
     return out
 
 
-def drive(aligner: PredictionAligner, output: list[int], k: int, check) -> None:
-    """The standard rule (accept the matching draft prefix + one token), calling check(draft) each step."""
+def drive(aligner: PredictionAligner, output: list[int], k: int, check, emitted=lambda tokens: None) -> None:
+    """The standard rule (accept the matching draft prefix + one token), calling check(draft) each step and
+    emitted(tokens) with what the step emitted."""
     pos = 0
     while pos < len(output):
         draft = aligner.propose(k)
@@ -60,6 +61,7 @@ def drive(aligner: PredictionAligner, output: list[int], k: int, check) -> None:
         while hits < len(draft.tokens) and pos + hits < len(output) and draft.tokens[hits] == output[pos + hits]:
             hits += 1
         aligner.observe(output[pos:pos + hits + 1])
+        emitted(output[pos:pos + hits + 1])
         pos += hits + 1
 
 
@@ -96,16 +98,7 @@ def test_rewritten_drafts_hold_only_tokens_of_the_prediction_or_the_output_so_fa
         assert len(draft.tokens) <= k
         assert set(draft.tokens) <= seen
 
-    pos = 0
-    while pos < len(output):
-        draft = aligner.propose(k)
-        check(draft)
-        hits = 0
-        while hits < len(draft.tokens) and pos + hits < len(output) and draft.tokens[hits] == output[pos + hits]:
-            hits += 1
-        aligner.observe(output[pos:pos + hits + 1])
-        seen.update(output[pos:pos + hits + 1])
-        pos += hits + 1
+    drive(aligner, output, k, check, emitted=seen.update)
 
 
 @FAST
