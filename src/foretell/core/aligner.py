@@ -353,11 +353,10 @@ class PredictionAligner(Proposer):
         start = self._best[0]
         if start < 0 or k <= 0:
             return Draft([], None, "prediction")
-        if self._rewrites.active and self._aligned and start == self._cursor:  # the rest of P, rewritten
-            return Draft(self._rewrites.apply(self._pred, start, k), None, "prediction")
         length = min(k, self.suggested_cap(), len(self._pred) - start)
-        if self._rewrites.active:  # from a re-entry point: the same rewrites, within the evidence's cap
-            return Draft(self._rewrites.apply(self._pred, start, length), None, "prediction")
+        if self._rewrites.active:  # aligned: the rest of P, rewritten (it may grow); else within the cap
+            following = self._aligned and start == self._cursor
+            return Draft(self._rewrites.apply(self._pred, start, k if following else length), None, "prediction")
         return Draft(self._pred[start:start + length], None, "prediction")
 
     def observe(self, tokens: Sequence[int]) -> None:
