@@ -46,8 +46,9 @@ class SourceStats:
 class RequestStats:
     """Per-request accounting, with OpenAI's meanings for the prediction counts: accepted = prediction tokens
     that appeared in the completion (in order, along the aligner's path; whoever drafted them, so the count
-    depends on the output alone); rejected = prediction tokens that did not (len(prediction) - accepted). What speculation cost in compute is in
-    ``draft_tokens_proposed`` / ``draft_tokens_accepted`` (all proposers, every pass).
+    depends on the output alone); rejected = prediction tokens that did not (len(prediction) - accepted).
+    What speculation cost in compute is in ``draft_tokens_proposed`` / ``draft_tokens_accepted`` (all
+    proposers, every pass).
     """
 
     prompt_tokens: int = 0
