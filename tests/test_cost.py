@@ -169,7 +169,11 @@ def test_the_engine_prices_drafts_with_the_calibrated_curve():
 
 
 class TwoKernelRunner:
-    """Passes whose time depends on the kernel the plan forces: MKL fast below 4 rows, packed from 4."""
+    """Passes of two kinds of linear layer whose time depends on the kernel the plan gives them: shape A
+    (the MLP's, say) is fast on MKL below 4 rows and packed from 4; shape B (a small projection) is fast on
+    MKL at every size, and loses less when it is not (so whole passes still favour packed from 4)."""
+
+    A, B = (8, 16), (8, 4)
 
     def __init__(self, plan):
         self.inner = ModelRunner(make_tiny_model())
@@ -179,25 +183,36 @@ class TwoKernelRunner:
     def forward(self, segments):
         n = len(segments[0].tokens)
         self.kernels.append(self.plan.force)
-        if self.plan.force is not None:
-            fast = self.plan.force == (n >= 4)
-            time.sleep(0.004 if fast else 0.02)
+        seconds = 0.0
+        for shape, packed_wins, loss in ((self.A, n >= 4, 0.010), (self.B, False, 0.002)):
+            spent = 0.002 if self.plan.packed(n, shape) == packed_wins else 0.002 + loss
+            if self.plan.timings is not None:
+                self.plan.timings[shape] = self.plan.timings.get(shape, 0.0) + spent
+            seconds += spent
+        time.sleep(seconds)
 
 
 def test_the_kernel_plan_keeps_the_faster_kernel_per_pass_size(tmp_path):
-    """With two CPU kernels, every size is timed with each and the plan keeps the faster; the curve is the
-    plan's; the next start reads plan and curve from the cache without timing a pass."""
+    """With two CPU kernels, every size is timed with each, and the plan keeps the faster one per size and
+    per layer shape (timing the layer calls in the passes): a small projection stays on MKL where the whole
+    pass is faster packed. The curve is the plan's own passes; the next start reads plan and curve from the
+    cache without timing a pass."""
     from foretell.engine.runner import KernelPlan
 
     plan = KernelPlan(sizes=(1,), packed_at=frozenset())
     runner = TwoKernelRunner(plan)
     points = cost.cached_cost_points(runner, "m", tmp_path, plan)
-    assert plan.sizes[:-1] == cost.MEASURE_SIZES and plan.packed_at == {n for n in cost.MEASURE_SIZES if n >= 4}
+    fours = {n for n in cost.MEASURE_SIZES if n >= 4}
+    assert plan.sizes[:-1] == cost.MEASURE_SIZES and plan.packed_at == fours
+    assert plan.by_shape == {runner.A: fours, runner.B: frozenset()}
     top = max(cost.MEASURE_SIZES)
-    assert not plan.packed(3) and plan.packed(4) and plan.packed(top) and plan.force is None
-    assert not plan.packed(top + 1)  # beyond the measured sizes: MKL (packed GEMMs spike at some prefill sizes)
-    assert {False, True} <= set(runner.kernels)
-    assert points[2] < 1.5 and points[4] < 1.5  # each size at its fast kernel's time, not 5x
+    assert not plan.packed(3, runner.A) and plan.packed(4, runner.A) and plan.packed(top, runner.A)
+    assert not plan.packed(4, runner.B) and not plan.packed(top, runner.B) and plan.force is None
+    assert plan.packed(4) and plan.packed(4, (1, 1))  # a shape it did not measure: the whole passes' choice
+    assert not plan.packed(top + 1, runner.A)  # beyond the measured sizes: MKL (packed GEMMs spike at some prefill sizes)
+    assert {False, True, None} <= set(runner.kernels)
+    assert points[2] < 1.5 and points[4] < 1.5 and points[top] < 1.5  # the plan's passes: each shape fast
     fresh, again = KernelPlan(sizes=(1,), packed_at=frozenset()), TwoKernelRunner(plan)
     assert cost.cached_cost_points(again, "m", tmp_path, fresh) == points
-    assert fresh.sizes == plan.sizes and fresh.packed_at == plan.packed_at and not again.kernels
+    assert fresh.sizes == plan.sizes and fresh.packed_at == plan.packed_at and fresh.by_shape == plan.by_shape
+    assert not again.kernels

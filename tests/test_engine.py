@@ -337,11 +337,18 @@ def test_row_dispatch_linears_pick_a_kernel_per_call_size_and_stay_lossless(toke
             torch.testing.assert_close(layer(x), layer.dense(x), rtol=1e-5, atol=1e-5)
     # (the assert_close reference call adds one "dense" per size)
     assert calls[::2] == ["dense", "dense", "packed", "packed", "packed", "dense", "dense"]
-    plan.force = True  # the cost measurement times every call on one kernel
+    plan.by_shape = {(32, 48): frozenset({1, 8}), (48, 32): frozenset()}  # a plan per layer shape
+    calls.clear()
+    with torch.no_grad():
+        for rows in (1, 4, 8):
+            layer(torch.randn(1, rows, 32))
+    assert calls == ["packed", "dense", "packed"]
+    plan.force, plan.timings = True, {}  # the cost measurement times every call on one kernel
     calls.clear()
     with torch.no_grad():
         layer(torch.randn(1, 1, 32))
-    assert calls == ["packed"]
+    assert calls == ["packed"] and plan.timings[(32, 48)] > 0.0  # and each layer shape's calls
+    plan.force, plan.timings, plan.by_shape = None, None, {}
 
     model = make_tiny_model(seed=3)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")

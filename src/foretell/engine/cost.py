@@ -24,14 +24,16 @@ import torch
 from foretell.config import ConfigError
 from foretell.core.adaptive_k import CostModel
 from foretell.engine.kv_cache import SeqKV
-from foretell.engine.runner import KernelPlan, ModelRunner, Segment
+from foretell.engine.runner import KernelPlan, ModelRunner, Segment, Shape
 
 log = logging.getLogger("foretell.engine")
 
 # Measured on the 2-core CPU for Qwen2.5-Coder-0.5B bf16 (REFERENCE §4), used when nothing is measured.
 DEFAULT_COST_POINTS = {1: 1.0, 2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52, 128: 2.3, 256: 4.0}
-MEASURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-MIN_SIZES = 4  # always measured (1, 2, 4, 8), however slow: the curve needs points beyond n = 1
+# 3 is measured because a two-token draft is what edits verify most, and where the CPU's GEMM changes kernel
+# at 4 rows, interpolating 2..4 put it at 1.32x one token against the 1.14x measured (0.5B, fp32, Xeon).
+MEASURE_SIZES = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
+MIN_SIZES = 5  # always measured (1, 2, 3, 4, 8), however slow: the curve needs points beyond n = 1
 MAX_PASS_SECONDS = 1.0  # larger sizes are skipped once a warm pass takes this long (the curve extrapolates)
 WARMUP_PASSES = 2  # untimed passes per size before anything is timed
 MAX_SPREAD = 1.25  # a curve whose passes of one size varied more (median over sizes) is not cached
@@ -44,8 +46,9 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
     Sizes are interleaved in rounds and the fastest pass of each size is kept: other work on the machine only
     ever adds time, so the minimum is the robust estimate (a median taken under load can be off by ×7).
     ``spread``, when given, receives each size's slowest / fastest pass (how busy the machine was). With a
-    ``plan`` (fp32 CPU linears with two kernels), every pass is timed with each kernel and the plan keeps the
-    faster one per size; the curve is that of the plan.
+    ``plan`` (fp32 CPU linears with two kernels), every pass is timed with each kernel, every layer call in
+    it too, and the plan keeps per layer shape and size the faster kernel; then the plan's own passes are
+    timed, and the curve is theirs.
     """
     top = max(MEASURE_SIZES)
     kv = SeqKV(runner.kv_shape, capacity=context + top, max_capacity=context + top)
@@ -55,15 +58,28 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
     kv.length = context
     kernels: tuple[bool | None, ...] = (False, True) if plan is not None else (None,)
     sizes = _affordable_sizes(runner, kv, vocab, gen, plan, kernels)  # warm-up round, stops at slow sizes
-    best = {(kernel, n): float("inf") for kernel in kernels for n in sizes}
-    worst = {key: 0.0 for key in best}
-    for _ in range(rounds):
-        for n in sizes:
-            for kernel in kernels:
-                seconds = _timed_pass(runner, kv, n, vocab, gen, plan, kernel)
-                best[kernel, n], worst[kernel, n] = min(best[kernel, n], seconds), max(worst[kernel, n], seconds)
+    best: dict[tuple[bool | None, int], float] = {}
+    worst: dict[tuple[bool | None, int], float] = {}
+    calls: dict[tuple[bool | None, int, Shape], float] = {}  # per kernel, size, layer shape: fastest calls
+
+    def time_rounds(kernels: tuple[bool | None, ...]) -> None:
+        for _ in range(rounds):
+            for n in sizes:
+                for kernel in kernels:
+                    seconds, shapes = _timed_pass(runner, kv, n, vocab, gen, plan, kernel)
+                    best[kernel, n] = min(best.get((kernel, n), float("inf")), seconds)
+                    worst[kernel, n] = max(worst.get((kernel, n), 0.0), seconds)
+                    for shape, spent in shapes.items():
+                        calls[kernel, n, shape] = min(calls.get((kernel, n, shape), float("inf")), spent)
+
+    time_rounds(kernels)
     if plan is not None:
-        plan.choose({n: best[False, n] for n in sizes}, {n: best[True, n] for n in sizes})
+        shapes = {shape for _, _, shape in calls}
+        plan.choose({n: best[False, n] for n in sizes}, {n: best[True, n] for n in sizes},
+                    {shape: ({n: calls[False, n, shape] for n in sizes}, {n: calls[True, n, shape] for n in sizes})
+                     for shape in shapes})
+        kernels = (None,)  # the plan's own passes (per shape, the kernels mix) give the curve
+        time_rounds(kernels)
     if spread is not None:
         spread.update({n: max(worst[k, n] / best[k, n] for k in kernels) for n in sizes})
     fastest = {n: min(best[k, n] for k in kernels) for n in sizes}
@@ -75,21 +91,23 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
 
 
 def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.Generator,
-                plan: KernelPlan | None = None, kernel: bool | None = None) -> float:
+                plan: KernelPlan | None = None, kernel: bool | None = None) -> tuple[float, dict[Shape, float]]:
     """Seconds of one pass over ``n`` tokens (with ``plan``: every linear on the packed kernel if ``kernel``,
-    MKL if not); on a GPU the clock stops only once the kernels finished."""
+    MKL if it is False, the plan's choice if None), and with a plan the seconds its layer calls took per
+    layer shape; on a GPU the clock stops only once the kernels finished."""
     tokens = torch.randint(0, vocab, (n,), generator=gen).tolist()
+    shapes: dict[Shape, float] = {}
     if plan is not None:
-        plan.force = kernel
+        plan.force, plan.timings = kernel, shapes
     try:
         synchronize(runner.device)
         start = time.perf_counter()
         runner.forward([Segment(kv, tokens, num_logits=n)])
         synchronize(runner.device)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, shapes
     finally:
         if plan is not None:
-            plan.force = None
+            plan.force, plan.timings = None, None
 
 
 def synchronize(device: torch.device) -> None:
@@ -104,7 +122,7 @@ def _affordable_sizes(runner: ModelRunner, kv: SeqKV, vocab: int, gen: torch.Gen
     sizes = []
     for i, n in enumerate(MEASURE_SIZES):
         sizes.append(n)
-        warm = min(min(_timed_pass(runner, kv, n, vocab, gen, plan, kernel) for _ in range(WARMUP_PASSES))
+        warm = min(min(_timed_pass(runner, kv, n, vocab, gen, plan, kernel)[0] for _ in range(WARMUP_PASSES))
                    for kernel in kernels)
         if i + 1 >= MIN_SIZES and warm > MAX_PASS_SECONDS:
             break
@@ -131,7 +149,7 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     """
     key = f"v2|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
     if plan is not None:
-        key = f"v3|kernel plan|{key}"
+        key = f"v4|kernel plan per shape|{key}"
     path = cache_dir / f"cost-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
     cached = _read_cached(path, plan)
     if cached is not None:
@@ -153,6 +171,7 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     record = {"key": key, "points": measured}
     if plan is not None:
         record["packed_at"] = sorted(plan.packed_at)
+        record["by_shape"] = {f"{i}x{o}": sorted(at) for (i, o), at in sorted(plan.by_shape.items())}
     tmp.write_text(json.dumps(record, indent=1))
     tmp.replace(path)  # atomic: a concurrent start never reads half a file
     return measured
@@ -164,14 +183,22 @@ def _read_cached(path: Path, plan: KernelPlan | None = None) -> dict[int, float]
         record = json.loads(path.read_text())
         points = record["points"]
         packed_at = frozenset(int(n) for n in record["packed_at"]) if plan is not None else frozenset()
-    except (OSError, ValueError, KeyError, TypeError):
+        by_shape = {_shape(key): frozenset(int(n) for n in at)
+                    for key, at in record.get("by_shape", {}).items()} if plan is not None else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     valid = valid_cost_points(points)
     if valid is None:
         log.warning("ignoring the invalid cached verify-cost curve %s", path)
     elif plan is not None:
-        plan.adopt(list(valid), packed_at)
+        plan.adopt(list(valid), packed_at, by_shape)
     return valid
+
+
+def _shape(key: str) -> Shape:
+    """A layer shape from its cache key ("896x4864": in x out features)."""
+    i, o = key.split("x")
+    return int(i), int(o)
 
 
 class CostCalibrator:

@@ -19,7 +19,8 @@ layers compute through oneDNN's fp32 GEMM, and where nothing helps exact mode is
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
@@ -241,50 +242,73 @@ def prepack_cpu_linears(model) -> int:
     return swapped
 
 
+Shape = tuple[int, int]  # a linear layer's (in_features, out_features)
+
+
 @dataclass
 class KernelPlan:
     """Which fp32 GEMM the CPU runs for a pass of n rows, shared by every :class:`RowDispatchLinear` of one
-    model: oneDNN's packed GEMM where ``packed_at`` holds the largest of ``sizes`` that is <= n, MKL's
-    otherwise. The start-up cost measurement times whole passes with each kernel at each size and keeps the
-    faster (:func:`foretell.engine.cost.measure_cost_points`); passes larger than any measured size run on
-    MKL (packed GEMMs of 260-640 rows spiked to 1.5x MKL's time on the Xeon below, at sizes a few probes
-    miss: a 380-token prompt plus a 26-token draft took 1.78 s instead of 1.22). The default is what the
-    measurement chose on a 2-core Intel Xeon with AVX-512 (no AMX), 0.5B: MKL for 1-3 rows, packed from 4 to
-    256 (1.6x one row vs MKL's 1.8x at 4 rows, 2.1x vs 2.2x at 16)."""
+    model: oneDNN's packed GEMM where the layer's packed sizes (``by_shape`` for its shape, else
+    ``packed_at``) hold the largest of ``sizes`` that is <= n, MKL's otherwise. The start-up cost measurement
+    runs whole passes with each kernel at each size, times every layer call in them, and keeps per layer shape
+    and size the faster kernel (:func:`foretell.engine.cost.measure_cost_points`); passes larger than any
+    measured size run on MKL (packed GEMMs of 260-640 rows spiked to 1.5x MKL's time on the Xeon below, at
+    sizes a few probes miss: a 380-token prompt plus a 26-token draft took 1.78 s instead of 1.22).
+
+    Per shape, because the kernels rank differently by shape. On a 2-core Intel Xeon with AVX-512 (no AMX),
+    0.5B, in whole passes: MKL for 1-3 rows everywhere; from 4 rows packed for the MLP and the output head
+    (a 151936 x 896 head: 32 ms packed vs 41 ms MKL at 4 rows, but 22 vs 32 ms at 2 rows) while the attention
+    projections stay on MKL at every size (oneDNN's per-call overhead: 24 q projections of 896 x 896 took
+    6.8 ms packed vs 4.3 ms MKL at 4 rows); one plan for all layers cost 4-5% more at 4-8 rows. ``packed_at``
+    is what a shape measured nothing for gets (the default: packed from 4 rows)."""
 
     sizes: tuple[int, ...] = (1, 4, 257)
     packed_at: frozenset[int] = frozenset({4})
+    by_shape: dict[Shape, frozenset[int]] = field(default_factory=dict)
     force: bool | None = None  # while measuring: every call packed (True) or MKL (False)
+    timings: dict[Shape, float] | None = None  # while measuring: seconds of this pass's calls, per layer shape
 
-    def packed(self, rows: int) -> bool:
+    def packed(self, rows: int, shape: Shape | None = None) -> bool:
         if self.force is not None:
             return self.force
-        return self.sizes[max(bisect.bisect_right(self.sizes, rows) - 1, 0)] in self.packed_at
+        size = self.sizes[max(bisect.bisect_right(self.sizes, rows) - 1, 0)]
+        return size in self.by_shape.get(shape, self.packed_at)
 
-    def choose(self, mkl: dict[int, float], packed: dict[int, float]) -> None:
-        """Keep, per measured size, the kernel whose pass was faster (seconds per size)."""
-        self.adopt(mkl, frozenset(n for n in mkl if packed[n] < mkl[n]))
+    def choose(self, mkl: dict[int, float], packed: dict[int, float],
+               shapes: dict[Shape, tuple[dict[int, float], dict[int, float]]] | None = None) -> None:
+        """Keep, per measured size, the kernel whose pass was faster (seconds per size), and per layer shape
+        in ``shapes`` (its calls' seconds per size with MKL, with packed) the faster kernel for that shape."""
+        by_shape = {shape: frozenset(n for n in m if p[n] < m[n]) for shape, (m, p) in (shapes or {}).items()}
+        self.adopt(mkl, frozenset(n for n in mkl if packed[n] < mkl[n]), by_shape)
 
-    def adopt(self, measured: Sequence[int], packed_at: frozenset[int]) -> None:
-        """Packed at ``packed_at`` (a subset of the ``measured`` sizes), MKL beyond the largest measured size."""
+    def adopt(self, measured: Sequence[int], packed_at: frozenset[int],
+              by_shape: dict[Shape, frozenset[int]] | None = None) -> None:
+        """Packed at ``packed_at`` (a subset of the ``measured`` sizes; per shape ``by_shape``), MKL beyond
+        the largest measured size."""
         top = max(measured)
         self.sizes, self.packed_at = (*sorted(measured), top + 1), frozenset(packed_at)
+        self.by_shape = dict(by_shape or {})
 
     def describe(self) -> str:
-        return ", ".join(f"{n}: {'packed' if n in self.packed_at else 'MKL'}" for n in self.sizes[:-1]) + \
-            f", >{self.sizes[-1] - 1}: MKL"
+        def one(at: frozenset[int]) -> str:
+            return ", ".join(f"{n}: {'packed' if n in at else 'MKL'}" for n in self.sizes[:-1]) + \
+                f", >{self.sizes[-1] - 1}: MKL"
+        return "; ".join([f"default {one(self.packed_at)}"] +
+                         [f"{i}x{o} {one(at)}" for (i, o), at in sorted(self.by_shape.items())])
 
 
 class RowDispatchLinear(torch.nn.Module):
     """An fp32 linear layer on the CPU with two kernels, MKL's GEMM on the dense weight or oneDNN's GEMM on a
-    copy packed once; each call takes the one its model's :class:`KernelPlan` names for the call's rows.
+    copy packed once; each call takes the one its model's :class:`KernelPlan` names for the call's rows and
+    the layer's shape.
 
     Measured on a 2-core Intel Xeon with AVX-512 (no AMX), whole 0.5B model: oneDNN packed is ~1.2x slower
     than MKL for 1-3 rows (MKL: 95 ms for 1-3 rows, packed 111-151 ms) but faster from 4 rows (156 vs 169 ms
     at 4, 167 vs 214 at 8: MKL's small-M GEMM repacks the weights on every call); at 256-512 rows they are
     within 5%. On AVX2-only CPUs packed was faster at every size tried. The cost is a second copy of the
     layer's weights (none for an output head tied to the input embedding: the dense copy is the embedding).
-    Timing layers alone (weights hot in cache) chose differently from whole passes, hence one plan per model.
+    Timing layers alone (weights hot in cache) chose differently from whole passes, hence the plan is measured
+    in whole passes.
     """
 
     def __init__(self, linear: torch.nn.Linear, plan: KernelPlan):
@@ -294,15 +318,21 @@ class RowDispatchLinear(torch.nn.Module):
         self.dense = linear
         self.packed = MkldnnLinear(linear, torch.float32)
         self.plan = plan
+        self.shape: Shape = (linear.in_features, linear.out_features)
 
     @property
     def weight(self) -> torch.Tensor:
         return self.dense.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.plan.packed(x.numel() // x.shape[-1]):
-            return self.packed(x)
-        return self.dense(x)
+        kernel = self.packed if self.plan.packed(x.numel() // x.shape[-1], self.shape) else self.dense
+        timings = self.plan.timings
+        if timings is None:
+            return kernel(x)
+        start = time.perf_counter()
+        y = kernel(x)
+        timings[self.shape] = timings.get(self.shape, 0.0) + time.perf_counter() - start
+        return y
 
 
 def row_dispatch_cpu_linears(model, skip: Sequence[torch.nn.Module] = ()) -> KernelPlan | None:
