@@ -137,6 +137,26 @@ def test_the_calibrator_keeps_a_start_up_curve_that_agrees_beyond_what_it_saw():
     assert points[128] == pytest.approx(good[128] * points[9] / CostModel(good).ratio(9), rel=1e-3)
 
 
+def test_the_calibrator_raises_a_ratio_only_after_many_passes_of_that_size():
+    """The fastest one-token pass comes from the machine's quietest moment; a rare size's few passes may all
+    fall in a slow spell. Three of them do not make the start-up curve dearer; sixteen do."""
+    good = {n: _true_seconds(n) / _true_seconds(1) for n in (2, 4, 8, 16)}
+    calibrator = cost.CostCalibrator(good, every=1, min_samples=3, raise_samples=16)
+    for _ in range(20):
+        calibrator.observe(1, _true_seconds(1))
+    for _ in range(3):
+        calibrator.observe(4, _true_seconds(4) * 1.4)  # a slow spell
+    assert calibrator.points()[4] == pytest.approx(good[4], rel=1e-3)
+    for _ in range(13):
+        calibrator.observe(4, _true_seconds(4) * 1.4)  # it lasts: the curve was too cheap after all
+    assert calibrator.points()[4] == pytest.approx(good[4] * 1.4, rel=1e-3)
+    cheaper = cost.CostCalibrator(good, every=1, min_samples=3, raise_samples=16)
+    for _ in range(3):
+        cheaper.observe(1, _true_seconds(1))
+        cheaper.observe(16, _true_seconds(16) * 0.8)  # cheaper than at start-up: three passes suffice
+    assert cheaper.points()[16] == pytest.approx(good[16] * 0.8, rel=1e-3)
+
+
 def test_the_engine_prices_drafts_with_the_calibrated_curve():
     """A real engine feeds its decode passes to the calibrator (prompt chunks excluded) and every running
     request's policy gets the new curve. The start-up curve here claims a 2-token pass costs 50 one-token

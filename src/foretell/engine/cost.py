@@ -212,13 +212,18 @@ class CostCalibrator:
     only ever adds time); once a size has ``min_samples`` passes its ratio to the fastest one-token pass
     replaces the start-up curve there, and beyond the largest such size the start-up curve is kept only where
     it agrees with the observed one at that size (within ``agree``), otherwise the observed curve is
-    extrapolated (:class:`CostModel`'s rule). :meth:`observe` returns a new curve every ``every`` passes when
-    it changed, else None.
+    extrapolated (:class:`CostModel`'s rule). A size's ratio is raised above the start-up curve only once it
+    has ``raise_samples`` passes: the machine's speed drifts (its one-token pass took 81 to 116 ms within one
+    session on the 2-core Xeon), and the fastest one-token pass comes from the quietest moment, while a rare
+    size's few passes may all fall in a slow spell (the 0.5B's 4-row passes were recorded at 2.13x one token
+    in a bench run, against 1.57x at start-up and 1.62x re-measured). :meth:`observe` returns a new curve
+    every ``every`` passes when it changed, else None.
     """
 
-    def __init__(self, points: dict[int, float], every: int = 16, min_samples: int = 3, agree: float = 0.25):
+    def __init__(self, points: dict[int, float], every: int = 16, min_samples: int = 3, agree: float = 0.25,
+                 raise_samples: int = 16):
         self.base = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
-        self.every, self.min_samples, self.agree = every, min_samples, agree
+        self.every, self.min_samples, self.agree, self.raise_samples = every, min_samples, agree, raise_samples
         self.fastest: dict[int, float] = {}
         self.counts: dict[int, int] = {}
         self.passes = 0
@@ -246,12 +251,15 @@ class CostCalibrator:
         seen = sorted(n for n, c in self.counts.items() if n > 1 and c >= self.min_samples)
         if not seen:
             return dict(self.current)
+        base = CostModel(self.base)
         observed, prev = {1: 1.0}, 1.0
         for n in seen:  # non-decreasing, and never above n (n one-token passes do the same work)
-            prev = min(max(prev, self.fastest[n] / t1), float(n))
+            ratio = self.fastest[n] / t1
+            if self.counts[n] < self.raise_samples:  # too few passes to call the start-up curve too cheap
+                ratio = min(ratio, base.ratio(n))
+            prev = min(max(prev, ratio), float(n))
             observed[n] = round(prev, 4)
         top = seen[-1]
-        base = CostModel(self.base)
         if abs(base.ratio(top) / observed[top] - 1.0) <= self.agree:
             scale = observed[top] / base.ratio(top)
             for n, r in self.base.items():
