@@ -297,3 +297,56 @@ def test_engine_policies_stop_at_the_requests_stop_tokens():
     assert engine.waiting[-1].policy.stop_ids == engine.eos_ids | {42} and engine.eos_ids
     engine.add_request(GenerationRequest([5, 6, 7], 8, greedy, SpeculationParams(), ignore_eos=True))
     assert engine.waiting[-1].policy.stop_ids == frozenset()
+
+
+def _type_hinted(seed: int, functions: int = 12) -> tuple[list[int], list[int]]:
+    """A file of methods and the model's reply adding type hints to every ``def`` line: the prediction's
+    ``):\\n`` becomes ``: T) -> T:\\n``. Bodies are copied, and hold the same punctuation (``)``, ``:``),
+    so re-entries on one or two matched tokens are easy to find and usually wrong inside a signature."""
+    rng = random.Random(seed)
+    indent, def_, lp, self_, comma, rp_colon_nl, colon, rp, arrow, colon_nl = range(30, 40)
+    types = [40, 41, 42, 43]
+    common = [rp, colon, lp, comma, self_, arrow, *types]
+
+    def body() -> list[int]:
+        return [indent, indent] + [rng.choice(common) if rng.random() < 0.35 else rng.randrange(100, 3000)
+                                   for _ in range(rng.randrange(6, 14))] + [NL]
+
+    pred, out = [], []
+    for _ in range(functions):
+        head = [indent, def_, rng.randrange(3000, 5000), lp, self_, comma, rng.randrange(3000, 5000)]
+        pred += head + [rp_colon_nl]
+        out += head + [colon, rng.choice(types), rp, arrow, rng.choice(types), colon_nl]
+        for _ in range(rng.randrange(2, 5)):
+            line = body()
+            pred += line
+            out += line
+        pred.append(NL)
+        out.append(NL)
+    return pred, out
+
+
+def test_tentative_reentries_learn_their_own_acceptance():
+    """Re-entries backed by fewer than ``anchored_evidence`` matched tokens draft in a context of their own
+    (``prediction/tentative``): inside signatures being rewritten they are refused, while re-entries on longer
+    matches run on through the copied bodies; one estimate for both drafted long where it failed (the 1.5B's
+    type-hints edit drafted 13-20 tokens there). Priced with the 2-core Xeon's fp32 curve (0.5B)."""
+    from foretell.core.aligner import AlignerConfig
+    from foretell.core.ngram import NgramProposer
+    from foretell.core.prediction import PredictionProposer
+
+    xeon = CostModel({2: 1.01, 3: 1.06, 4: 1.57, 8: 1.70, 16: 2.06, 32: 2.75, 64: 4.23, 128: 6.91})
+    cost = {0: 0.0, 3: 0.0}
+    contexts = set()
+    for seed in range(8):
+        pred, out = _type_hinted(seed)
+        prompt = [1, 2, NL] + pred + [NL]
+        for evidence in cost:
+            proposer = PredictionProposer(pred, None, NgramProposer(prompt),
+                                          config=AlignerConfig(anchored_evidence=evidence), newline_ids={NL})
+            policy = DraftPolicy(proposer, xeon)
+            cost[evidence] += simulate_policy(policy, out).cost
+            if evidence:
+                contexts |= set(policy.trackers)
+    assert {"prediction/tentative", "prediction/anchored"} <= contexts
+    assert cost[3] < 0.96 * cost[0]

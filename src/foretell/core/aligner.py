@@ -76,7 +76,11 @@ class AlignerConfig:
     ``substitution_score`` (continue at m + 1), 0 (insertion: continue at m), ``line_score`` (the next line
     after an output line break, or a skipped block at the end) or ``learnt_score`` (an edit seen before,
     when ``learn_edits``); a hypothesis must beat the guess and ``guess_score``. Below ``anchor_score`` the
-    prediction counts as lost and a fallback proposer may draft instead.
+    prediction counts as lost and a fallback proposer may draft instead. An anchored hypothesis backed by
+    fewer than ``anchored_evidence`` matched tokens drafts in a context of its own (``prediction/tentative``),
+    so the draft policy learns its acceptance apart: inside an edit the model is still making (type hints
+    added to every ``def`` line), re-entries on one or two matched tokens were refused at once while those on
+    longer matches were accepted for long runs, and one estimate for both drafted 13-20 tokens that failed.
 
     Draft length: ``weak_cap`` doubled per ``cap_bits`` of score (4, 8, 16, ... tokens), unbounded once
     aligned.
@@ -109,6 +113,7 @@ class AlignerConfig:
     learn_edits: bool = True
     learn_rewrites: bool = True
     rewrite_span: int = 6
+    anchored_evidence: int = 3
 
     def __post_init__(self) -> None:
         if self.search_length is not None and self.search_length < 1:
@@ -342,12 +347,15 @@ class PredictionAligner(Proposer):
 
     def context(self) -> str:
         """``prediction/aligned`` while following the prediction, ``prediction/anchored`` on a hypothesis
-        scoring at least ``anchor_score``, ``prediction/guess`` on a weaker one or a bare guess."""
+        scoring at least ``anchor_score`` with ``anchored_evidence`` matched tokens, ``prediction/tentative``
+        on one with fewer, ``prediction/guess`` on a weaker one or a bare guess."""
         if self._aligned:
             if not self._out:
                 return "prediction/start"
             return "prediction/aligned"
-        return "prediction/anchored" if self.has_anchor else "prediction/guess"
+        if not self.has_anchor:
+            return "prediction/guess"
+        return "prediction/anchored" if self.evidence >= self.config.anchored_evidence else "prediction/tentative"
 
     def propose(self, k: int) -> Draft:
         start = self._best[0]
