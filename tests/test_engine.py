@@ -354,13 +354,12 @@ def test_row_dispatch_linears_pick_a_kernel_per_call_size_and_stay_lossless(toke
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     ps = prompts(tokenizer, 3, seed=13)
     reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
-    head = model.get_output_embeddings()
-    plan = row_dispatch_cpu_linears(model, skip=[head])
+    plan = row_dispatch_cpu_linears(model)
     assert plan is not None and plan.packed(1) is False and plan.packed(4) is True  # the default plan
     assert plan.packed(256) is True and plan.packed(407) is False  # beyond the measured sizes: MKL
     layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
     assert layers and all(m.plan is plan for m in layers)  # one plan per model
-    assert not isinstance(model.get_output_embeddings(), (torch.nn.Linear, RowDispatchLinear))  # skipped: packed
+    assert isinstance(model.get_output_embeddings(), RowDispatchLinear)  # the output head has both kernels too
     plan.sizes, plan.packed_at = (1, 2, 3, 5), frozenset({2, 5})  # passes of 1-3 rows switch kernels often
     plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, request_id=str(i)) for i, p in enumerate(ps)])
     rng = random.Random(3)

@@ -142,7 +142,8 @@ def valid_cost_points(points) -> dict[int, float] | None:
 def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
                        plan: KernelPlan | None = None) -> dict[int, float]:
     """Measure once per (model, dtype, device, torch version); later starts read the JSON. With a ``plan``
-    (fp32 CPU linears with two kernels) the kernel chosen per size is measured and cached with the curve.
+    (fp32 CPU linears with two kernels) the kernel chosen per layer shape and size is measured and cached
+    with the curve.
 
     Always returns valid points: an invalid cache file is ignored (and replaced), an invalid measurement
     falls back to ``DEFAULT_COST_POINTS`` and is not cached, so the next start measures again.

@@ -256,10 +256,10 @@ class KernelPlan:
     sizes a few probes miss: a 380-token prompt plus a 26-token draft took 1.78 s instead of 1.22).
 
     Per shape, because the kernels rank differently by shape. On a 2-core Intel Xeon with AVX-512 (no AMX),
-    0.5B, in whole passes: MKL for 1-3 rows everywhere; from 4 rows packed for the MLP and the output head
+    0.5B, in whole passes: MKL for 2-3 rows everywhere; from 4 rows packed for the MLP and the output head
     (a 151936 x 896 head: 32 ms packed vs 41 ms MKL at 4 rows, but 22 vs 32 ms at 2 rows) while the attention
     projections stay on MKL at every size (oneDNN's per-call overhead: 24 q projections of 896 x 896 took
-    6.8 ms packed vs 4.3 ms MKL at 4 rows); one plan for all layers cost 4-5% more at 4-8 rows. ``packed_at``
+    6.8 ms packed vs 4.3 ms MKL at 4 rows); one plan for all layers cost 3-5% more at 4-8 rows. ``packed_at``
     is what a shape measured nothing for gets (the default: packed from 4 rows)."""
 
     sizes: tuple[int, ...] = (1, 4, 257)
@@ -335,24 +335,18 @@ class RowDispatchLinear(torch.nn.Module):
         return y
 
 
-def row_dispatch_cpu_linears(model, skip: Sequence[torch.nn.Module] = ()) -> KernelPlan | None:
-    """Swap fp32 ``nn.Linear`` layers on the CPU for :class:`RowDispatchLinear` layers sharing one
-    :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN). Layers in
-    ``skip`` (e.g. an output head that is not tied to the input embedding, whose dense copy would double the
-    largest matrix) are packed only."""
+def row_dispatch_cpu_linears(model) -> KernelPlan | None:
+    """Swap fp32 ``nn.Linear`` layers on the CPU (the output head too) for :class:`RowDispatchLinear` layers
+    sharing one :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN)."""
     param = next(model.parameters())
     if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
         return None
-    from torch.utils.mkldnn import MkldnnLinear
-
-    skipped = {id(m) for m in skip}
     plan = KernelPlan()
     with torch.no_grad():
         for module in list(model.modules()):
             for name, child in list(module.named_children()):
                 if type(child) is torch.nn.Linear:
-                    swapped = MkldnnLinear(child, torch.float32) if id(child) in skipped else RowDispatchLinear(child, plan)
-                    setattr(module, name, swapped)
+                    setattr(module, name, RowDispatchLinear(child, plan))
     return plan
 
 
