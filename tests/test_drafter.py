@@ -250,7 +250,8 @@ def test_the_policy_prices_the_drafters_own_passes():
 
     def policy(token_cost: float) -> tuple[DraftPolicy, DraftModelProposer]:
         drafter = DraftModelProposer(token_cost)
-        return DraftPolicy(CombinedProposer([PredictionProposer(prediction), drafter]), cost), drafter
+        parts = CombinedProposer([PredictionProposer(prediction), drafter])
+        return DraftPolicy(parts, cost, priors={}), drafter  # a flat prior (0.6): the evidence below decides
 
     aligned, drafter = policy(0.3)
     aligned.proposer.observe(prediction[:10])

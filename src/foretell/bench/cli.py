@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", default="1,4,8", help="simultaneous requests for the concurrency suite")
     p.add_argument("--concurrency-max-tokens", type=int, default=256)
     p.add_argument("--engine", choices=["embedded", "vllm"], default="embedded",
-                   help="vllm: also run the verbatim/edit tasks and the largest concurrency level on vLLM plain, "
+                   help="vllm: also run the verbatim/edit/real-edit tasks and the largest concurrency level on vLLM plain, "
                         "vLLM ngram (file in the prompt) and vLLM + foretell's plugin (needs .venv-vllm, see "
                         "docs/VLLM.md); the embedded engine runs beside it as usual")
     p.add_argument("--vllm-k", type=int, default=32, help="vLLM num_speculative_tokens, ngram and foretell alike")

@@ -536,7 +536,7 @@ class Bench:
         return rows
 
     def vllm_engine(self, tasks: list[Task], conc_tasks: list[Task]) -> dict[str, Any] | None:
-        """``--engine vllm``: the verbatim/edit tasks and one concurrency level (the largest) on vLLM plain,
+        """``--engine vllm``: the verbatim/edit/real-edit tasks and one concurrency level (the largest) on vLLM plain,
         vLLM n-gram (file in the prompt) and vLLM + foretell's plugin (with the prediction); see
         :func:`foretell.bench.peers.run_vllm_engine`. Ratios are within this run, same model and dtype."""
         from tqdm.auto import tqdm
@@ -544,7 +544,7 @@ class Bench:
         from foretell.bench.peers import VLLM_MODES, run_vllm_engine, vllm_available
         from foretell.models.loader import resolve_model
 
-        snake = [t for t in tasks if t.suite in ("verbatim", "edit")]
+        snake = [t for t in tasks if t.suite in ("verbatim",) + EDIT_SUITES]
         if self.opts.tiny or not (snake or conc_tasks):
             self.notes.append("vLLM engine skipped: " + ("--tiny mode" if self.opts.tiny else "no verbatim/edit tasks"))
             return None
@@ -752,6 +752,9 @@ def git_info() -> dict[str, Any] | None:
     return {"commit": head, "dirty": dirty} if head else None
 
 
+EDIT_SUITES = ("edit", "realedit")  # the vLLM comparison's edits: the snake edits and the real edits, pooled
+
+
 def vllm_rows(raw: dict[str, Any], tasks: list[Task], conc_jobs: list) -> dict[str, Any]:
     """Per task and for the concurrent batch: each vLLM variant's run, its speedup over vLLM plain and over
     vLLM n-gram, identity with vLLM plain; plus the issue's targets (foretell ≥ 1.5× n-gram on the edit
@@ -792,10 +795,10 @@ def vllm_rows(raw: dict[str, Any], tasks: list[Task], conc_jobs: list) -> dict[s
 def vllm_summary(rows: list[dict[str, Any]], conc: list[dict[str, Any]]) -> dict[str, Any]:
     from foretell.bench.report import geomean
 
-    def ratios(suite: str) -> list[float]:
-        return [r["foretell_vs_ngram"] for r in rows if r["suite"] == suite and r["foretell_vs_ngram"]]
+    def ratios(*suites: str) -> list[float]:
+        return [r["foretell_vs_ngram"] for r in rows if r["suite"] in suites and r["foretell_vs_ngram"]]
 
-    edit = geomean(ratios("edit"))
+    edit = geomean(ratios(*EDIT_SUITES))
     every = [r["foretell_vs_ngram"] for r in rows if r["foretell_vs_ngram"]]
     every += [c["speedup_vs_vllm_ngram"] for c in conc if c["mode"] == "foretell" and c["speedup_vs_vllm_ngram"]]
     worst = min(every) if every else None
@@ -803,7 +806,7 @@ def vllm_summary(rows: list[dict[str, Any]], conc: list[dict[str, Any]]) -> dict
         "edit_geomean_foretell_vs_ngram": edit,
         "verbatim_geomean_foretell_vs_ngram": geomean(ratios("verbatim")),
         "edit_geomean_foretell_vs_plain": geomean(
-            [r["runs"]["foretell"]["speedup_vs_vllm_plain"] for r in rows if r["suite"] == "edit"]),
+            [r["runs"]["foretell"]["speedup_vs_vllm_plain"] for r in rows if r["suite"] in EDIT_SUITES]),
         "worst_foretell_vs_ngram": worst,
         "identical_vs_vllm_plain": {mode: sum(bool(r["runs"][mode]["identical_vs_vllm_plain"]) for r in rows)
                                     for mode in ("ngram", "foretell")},
