@@ -328,6 +328,20 @@ def test_registry_entries_match_the_published_chunks():
     assert big.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
     assert registry.find_packaged("default") is registry.PACKAGED_MODELS["qwen2.5-coder-0.5b"]
     assert registry.find_packaged("/some/dir") is None
+    assert registry.find_packaged("Qwen/Qwen2.5-Coder-0.5B-Instruct") is registry.PACKAGED_MODELS["qwen2.5-coder-0.5b"]
+    assert registry.find_packaged("Qwen/Qwen2.5-Coder-0.5B") is None
+
+
+def test_an_upstream_repository_id_means_the_packaged_model_unless_such_a_directory_exists(tmp_path, monkeypatch):
+    monkeypatch.setattr(loader, "packaged_model_dir", lambda model, progress=True: tmp_path / model.name)
+    assert loader.resolve_model("Qwen/Qwen2.5-Coder-1.5B-Instruct").name == "qwen2.5-coder-1.5b-instruct"
+    local = tmp_path / "Qwen" / "Qwen2.5-Coder-1.5B-Instruct"
+    local.mkdir(parents=True)
+    (local / "config.json").write_text("{}")
+    (local / "model.safetensors").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    resolved = loader.resolve_model("Qwen/Qwen2.5-Coder-1.5B-Instruct")
+    assert resolved.path == local.resolve() and resolved.name == "Qwen2.5-Coder-1.5B-Instruct"
 
 
 def test_pyproject_extras_install_each_packaged_model():
@@ -397,7 +411,7 @@ def test_resolve_bad_specs(tmp_path):
     with pytest.raises(models.ModelError, match="no \\*.safetensors"):
         loader.resolve_model(str(no_weights))
     with pytest.raises(models.ModelError, match="never downloads"):
-        loader.resolve_model("Qwen/Qwen2.5-Coder-0.5B-Instruct")
+        loader.resolve_model("Qwen/Qwen2.5-Coder-7B-Instruct")  # the packaged ones' ids mean them
     other = tmp_path / "weights.bin"
     other.write_bytes(b"x")
     with pytest.raises(models.ModelError, match="must be a .gguf"):

@@ -377,17 +377,20 @@ def test_fuzz_garbage_bytes_never_5xx(client, raw):
 
 
 def test_a_packaged_models_short_name_names_it():
-    """`--model qwen2.5-coder-1.5b` serves "qwen2.5-coder-1.5b-instruct"; a client may name it either way
-    (or "default"), but not by another packaged model's name."""
+    """`--model qwen2.5-coder-1.5b` serves "qwen2.5-coder-1.5b-instruct"; a client may name it either way,
+    by its upstream repository id (what clients written for vLLM send), or "default", but not by another
+    packaged model's name."""
     from types import SimpleNamespace
 
     from foretell.server.app import check_model
     from foretell.server.errors import APIError
 
     engine = SimpleNamespace(model_name="qwen2.5-coder-1.5b-instruct")
-    for name in ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B", "default"):
+    for name in ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B", "default",
+                 "Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"):
         check_model(engine, name)
-    for name in ("qwen2.5-coder-0.5b", "", "gpt-4o"):
+    for name in ("qwen2.5-coder-0.5b", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-Coder-7B-Instruct", "",
+                 "gpt-4o"):
         with pytest.raises(APIError) as info:
             check_model(engine, name)
         assert info.value.status == 404

@@ -126,6 +126,16 @@ def test_launcher_passes_vllm_options_through():
     assert "foretell.integrations.vllm.middleware.PredictionMiddleware" in argv
     own = vllm_argv(args, ["--speculative-config", '{"method": "ngram"}'])
     assert own.count("--speculative-config") == 1 and own[-1] == '{"method": "ngram"}'
+    assert argv[argv.index("--served-model-name") + 1: argv.index("--host")] == ["qwen", "default"]
+
+
+def test_a_packaged_model_on_vllm_answers_to_the_names_the_embedded_server_takes():
+    args, extra = build_parser().parse_known_args(["--model", "/cache/qwen2.5-coder-0.5b-instruct-bf16",
+                                                   "--served-model-name", "qwen2.5-coder-0.5b-instruct"])
+    argv = vllm_argv(args, extra)
+    names = argv[argv.index("--served-model-name") + 1: argv.index("--host")]
+    assert names == ["qwen2.5-coder-0.5b-instruct", "default", "qwen2.5-coder-0.5b",
+                     "Qwen/Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"]
 
 
 # -- per-request drafts inside one batch ----------------------------------------------------------------

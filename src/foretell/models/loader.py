@@ -43,6 +43,8 @@ class ResolvedModel:
 def resolve_model(spec: str | os.PathLike | None, progress: bool = True) -> ResolvedModel:
     """Map a model spec to a local safetensors Hugging Face directory (converting a GGUF if needed)."""
     packaged = find_packaged(None if spec is None else str(spec))
+    if packaged is not None and "/" in str(spec) and Path(spec).expanduser().is_dir():
+        packaged = None  # a local directory that happens to be named like the upstream repository: it wins
     if packaged is not None:
         return ResolvedModel(packaged_model_dir(packaged, progress=progress), packaged.name)
     path = Path(spec).expanduser()

@@ -29,6 +29,7 @@ class PackagedModel:
     extra: str  # the foretell pip extra that installs the chunks
     convert_estimate: str = ""  # how long the one-time conversion takes on two cores
     default_drafter: str | None = None  # short name of the packaged draft model ``serve`` loads with it
+    aliases: tuple[str, ...] = ()  # other names that mean this model (any case): its upstream repository ids
 
     def __post_init__(self) -> None:
         if self.num_chunks < 1 or self.size < 1 or len(self.sha256) != 64:
@@ -65,6 +66,7 @@ QWEN25_CODER_05B = PackagedModel(
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     extra="default-model",
     convert_estimate="~35 s",
+    aliases=("Qwen/Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"),
 )
 
 QWEN25_CODER_15B = PackagedModel(
@@ -79,6 +81,7 @@ QWEN25_CODER_15B = PackagedModel(
     extra="model-1-5b",
     convert_estimate="~1.5 min",
     default_drafter=QWEN25_CODER_05B.short_name,
+    aliases=("Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"),
 )
 
 DEFAULT_SHORT_NAME = QWEN25_CODER_05B.short_name
@@ -93,12 +96,14 @@ def packaged_model(short_name: str = DEFAULT_SHORT_NAME) -> PackagedModel:
 
 
 def find_packaged(spec: str | None) -> PackagedModel | None:
-    """The entry a ``--model`` spec names (None, "", "default", a short or a full name), else None."""
+    """The entry a ``--model`` spec (or a request's ``model``) names: None, "", "default", a short or a full
+    name, or the upstream repository id clients send (e.g. "Qwen/Qwen2.5-Coder-0.5B-Instruct"; any case). Else
+    None. Nothing is downloaded for a repository id: it means the packaged model."""
     key = "" if spec is None else str(spec).strip().lower()
     if key in ("", "default"):
         return packaged_model(DEFAULT_SHORT_NAME)
     for model in PACKAGED_MODELS.values():
-        if key in (model.short_name, model.name):
+        if key in (model.short_name, model.name, *(alias.lower() for alias in model.aliases)):
             return model
     return None
 
