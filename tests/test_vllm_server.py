@@ -89,14 +89,14 @@ class Server:
         return sum(float(m) for m in re.findall(r"^vllm:iteration_tokens_total_count\{[^}]*\} (\S+)$", text, re.M))
 
     def ask(self, kind: str, key: str, prediction: str | None = None, stream: bool = False,
-            method: str | None = None) -> dict:
+            method: str | None = None, model: str = "default") -> dict:
         """One greedy request to repeat FILES[key]; returns {text, usage, foretell, steps}."""
         if kind == "chat":
             path, body = "/v1/chat/completions", {"messages": [
                 {"role": "user", "content": f"Repeat this code exactly, with no commentary:\n\n{FILES[key]}"}]}
         else:
             path, body = "/v1/completions", {"prompt": f"# original\n{FILES[key]}\n# exact copy\n"}
-        body.update(model="default", max_tokens=MAX_TOKENS, temperature=0)
+        body.update(model=model, max_tokens=MAX_TOKENS, temperature=0)
         if prediction is not None:
             body["prediction"] = {"type": "content", "content": prediction}
         if method is not None:
@@ -186,6 +186,13 @@ def test_prediction_is_lossless_with_usage_and_fewer_steps(server, tokenizer, ki
         # vLLM's own step counter: the copy needs far fewer engine steps than plain decoding
         assert ours["steps"] <= 0.6 * plain["steps"], (ours["steps"], plain["steps"])
         assert stats["forward_passes"] < plain["foretell"]["forward_passes"]
+
+
+def test_the_model_answers_to_its_upstream_repository_id(server):
+    """Clients written for vLLM name the model by its repository id; the launcher serves the packaged model
+    under it too (as the embedded server answers to it)."""
+    by_id = server.ask("chat", "queue", prediction=FILES["queue"], model="Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    assert by_id["text"] == server.ask("chat", "queue", prediction=FILES["queue"])["text"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
