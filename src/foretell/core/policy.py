@@ -47,7 +47,8 @@ from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 # drafted was 0.125 for "prediction/guess", 0.46 for "prediction/tentative" and 0.28 for "ngram/1" (short
 # matches), against 0.6 assumed before; replayed with these priors (simulate_policy, three cost curves) the
 # prediction's cost fell 1.2-1.6% (geomean; JS modernise 35.5 -> 34.2 units, rename 60.0 -> 56.3 on the 0.5B's
-# curve), the worst output's ratio to n-gram lookup rose on every curve, and n-gram lookup alone fell 2-5%.
+# curve) and n-gram lookup's alone 2-5%. As n-gram lookup gains more, the prediction's ratio to it fell (0.5B
+# curve: geomean 1.266 -> 1.243, worst output 0.902 -> 0.881); with the two prediction priors alone it rose.
 PRIORS: dict[str, float | tuple[float, float]] = {
     "prediction/start": (0.3, 4.0), "prediction/lead": (0.8, 4.0), "prediction/aligned": 0.9,
     "prediction/guess": (0.15, 4.0), "prediction/tentative": (0.45, 4.0),

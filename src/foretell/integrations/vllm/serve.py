@@ -43,10 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def vllm_argv(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The vLLM server's command line for ``args`` plus the pass-through options ``extra``."""
-    name = args.served_model_name or Path(args.model).name
-    names = [name] if name == "default" else [name, "default"]  # "default" as on the embedded server
     from foretell.models.registry import PACKAGED_MODELS
 
+    name = args.served_model_name or Path(args.model).name
+    names = [name] if name == "default" else [name, "default"]  # "default" as on the embedded server
     packaged = next((m for m in PACKAGED_MODELS.values() if m.name == name), None)
     if packaged is not None:  # a packaged model answers to its short name and upstream ids, as on the embedded server
         names += [packaged.short_name, *packaged.aliases]
