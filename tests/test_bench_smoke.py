@@ -139,3 +139,29 @@ def test_repeat_reports_the_median_run_and_every_round(tmp_path):
     row = next(line for line in (out / "results.md").read_text().splitlines() if line.startswith("| realedit/"))
     low, high = min(task["speedup_vs_ngram_rounds"]), max(task["speedup_vs_ngram_rounds"])
     assert f"({low:.2f}–{high:.2f})" in row  # the range over the rounds is shown
+
+
+def test_sampled_bench_compares_methods_on_one_sampled_output(tmp_path, bench):
+    """--temperature 1 --seed 3: every method samples the same tokens (the engine draws position t's random
+    number from (seed, t)), so the identity check still holds; the output is not the greedy one; the HF peers,
+    whose sampled tokens would differ, are skipped and the report says how it decoded."""
+    out = tmp_path / "sampled"
+    argv = ["--tiny", "--suite", "realedit,controls", "--limit", "1", "--max-tokens", "24", "--temperature", "1.0",
+            "--seed", "3", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert result["meta"]["sampling"] == {"temperature": 1.0, "seed": 3}
+    assert "sampled decoding (temperature 1.0, seed 3" in (out / "results.md").read_text()
+    greedy = {t["name"]: t["runs"]["plain"]["text"] for t in bench[1]["tasks"]}
+    differs = 0
+    for task in result["tasks"]:
+        runs = task["runs"]
+        assert "hf_plain" not in runs and "hf_prompt_lookup" not in runs
+        assert all(run["identical_vs_plain"] for run in runs.values()), task["name"]
+        first = greedy[task["name"]]  # greedy, 6 tokens
+        differs += runs["plain"]["text"][: len(first)] != first
+    assert differs, "sampling at temperature 1 gave the greedy outputs"
+    with pytest.raises(SystemExit):
+        main(["--tiny", "--temperature", "0.5", "--record", str(tmp_path / "r.json")])
+    with pytest.raises(SystemExit):
+        main(["--tiny", "--temperature", "3"])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from foretell.config import SamplingParams
 from foretell.core.draft import EMPTY_DRAFT, Draft
-from foretell.core.sampling import Purpose, SamplerState, sample_inverse_cdf
+from foretell.core.sampling import Purpose, SamplerState, sample_inverse_cdf, target_probs
 from foretell.core.verify import (
     TokenLogprob,
     VerifyResult,
@@ -262,6 +262,22 @@ def test_seeded_one_hot_speculation_reproduces_plain_decoding(params, data):
         state.observe(result.tokens)
         produced += result.tokens
     assert produced[:length] == expected
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_p=0.9),
+                                    SamplingParams(temperature=1.3, top_k=50, min_p=0.01)])
+def test_one_hot_rows_drawn_one_by_one_equal_all_rows_drawn_at_once(params):
+    """Without penalties the CPU verifier draws one row at a time and stops at the first mismatch; it must
+    emit exactly what drawing every row at once (the GPU path, and the path with penalties) emits."""
+    vocab, k = 5000, 40
+    for seed in range(20):
+        logits = torch.randn(k + 1, vocab, generator=torch.Generator().manual_seed(seed)) * 4
+        state = SamplerState(params, prompt_ids=[1, 2, 3], seed=seed)
+        at_once = sample_inverse_cdf(target_probs(logits, state), state.uniforms(0, k + 1, Purpose.SAMPLE)).tolist()
+        cut = seed % (k + 1)  # the draft follows the samples up to `cut`, then differs
+        draft = at_once[:cut] + [(t + 1) % vocab for t in at_once[cut:k]]
+        result = verify(logits, Draft(draft), state)
+        assert result.tokens == at_once[: cut + 1]
 
 
 # --- logprobs ---------------------------------------------------------------------------------------------

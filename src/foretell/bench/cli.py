@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "vLLM ngram (file in the prompt) and vLLM + foretell's plugin (needs .venv-vllm, see "
                         "docs/VLLM.md); the embedded engine runs beside it as usual")
     p.add_argument("--vllm-k", type=int, default=32, help="vLLM num_speculative_tokens, ngram and foretell alike")
+    p.add_argument("--temperature", type=_temperature, default=0.0,
+                   help="0 = greedy (default); above 0: seeded sampling, the same tokens with and without "
+                        "speculation (HF and vLLM peers are skipped)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed with --temperature")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -81,8 +85,21 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def _temperature(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 2")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.temperature and (args.record is not None or args.record_only):
+        parser.error("--record keeps greedy outputs for the simulator: run it without --temperature")
+    if args.temperature and args.engine == "vllm":
+        parser.error("--engine vllm compares greedy outputs only (vLLM's sampled tokens change with speculation): "
+                     "run it without --temperature")
     if args.replay is not None:
         return replay(args.replay or None, args.out)
     from foretell.bench.harness import BenchOptions, default_record_path, run_benchmark
@@ -108,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         engine=args.engine,
         vllm_k=args.vllm_k,
         repeat=args.repeat,
+        temperature=args.temperature,
+        seed=args.seed,
         progress=not args.no_progress and sys.stderr.isatty(),
         argv=list(sys.argv[1:] if argv is None else argv),
     )

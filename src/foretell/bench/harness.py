@@ -161,9 +161,17 @@ def run_engine(engine, requests: Sequence[GenerationRequest], variant: str, time
     return results, wall
 
 
-def request_for(task: Task, spec: SpeculationParams, max_tokens: int | None = None) -> GenerationRequest:
+def request_for(task: Task, spec: SpeculationParams, max_tokens: int | None = None,
+                sampling: SamplingParams = GREEDY) -> GenerationRequest:
     return GenerationRequest(prompt_ids=list(task.prompt_ids), max_tokens=max_tokens or task.max_tokens,
-                             sampling=GREEDY, speculation=spec)
+                             sampling=sampling, speculation=spec)
+
+
+def bench_sampling(temperature: float, seed: int) -> SamplingParams:
+    """Greedy at temperature 0; else seeded sampling. The engine draws the random number of output position t
+    from (seed, t) alone, so plain decoding, n-gram lookup and the prediction sample the same tokens: the
+    comparisons stay on one output and the identity check still holds."""
+    return GREEDY if temperature == 0 else SamplingParams(temperature=temperature, seed=seed)
 
 
 def foretell_spec(task: Task) -> SpeculationParams:
@@ -351,6 +359,8 @@ class BenchOptions:
     vllm_k: int = 32  # vLLM num_speculative_tokens (n-gram and foretell alike)
     progress: bool = True
     repeat: int = 1  # runs of n-gram lookup and foretell per task, interleaved; the median run is reported
+    temperature: float = 0.0  # 0 = greedy; else seeded sampling on the embedded engine (peers skipped)
+    seed: int = 0
     argv: list[str] = field(default_factory=list)
 
 
@@ -380,12 +390,14 @@ class Bench:
         self.notes: list[str] = []
         self.plain_cache: dict[tuple, RunResult] = {}
         self.profiler: StepProfiler | None = None
+        self.sampling = bench_sampling(opts.temperature, opts.seed)
 
     # -- runs ----------------------------------------------------------------------------------------
     def _engine_run(self, task: Task, spec: SpeculationParams, variant: str) -> RunResult:
         if self.profiler is not None:
             self.profiler.label = "plain" if variant == "plain" else "foretell"
-        (result,), _ = run_engine(self.engine, [request_for(task, spec)], variant, task.timeline)
+        (result,), _ = run_engine(self.engine, [request_for(task, spec, sampling=self.sampling)], variant,
+                                  task.timeline)
         return result
 
     def _engine_runs(self, task: Task, variants: dict[str, SpeculationParams]) -> dict[str, RunResult]:
@@ -413,10 +425,10 @@ class Bench:
     def warmup(self, tasks: list[Task]) -> None:
         """A few tokens through every code path (lazy init, allocator, first-call overheads)."""
         task = tasks[0]
-        short = request_for(task, PLAIN_SPEC, 4)
+        short = request_for(task, PLAIN_SPEC, 4, self.sampling)
         run_engine(self.engine, [short], "warmup")
         if task.prediction_ids:
-            run_engine(self.engine, [request_for(task, foretell_spec(task), 8)], "warmup")
+            run_engine(self.engine, [request_for(task, foretell_spec(task), 8, self.sampling)], "warmup")
         if any(t.peers for t in tasks):
             from foretell.bench.peers import hf_generate
 
@@ -496,8 +508,8 @@ class Bench:
                 bar.set_description(f"concurrency {n} {mode}")
                 if self.profiler is not None:
                     self.profiler.label = f"concurrency{n}_{mode}"
-                reqs = [request_for(t, PLAIN_SPEC if mode == "plain" else foretell_spec(t), min(cap, t.max_tokens))
-                        for t in chosen]
+                reqs = [request_for(t, PLAIN_SPEC if mode == "plain" else foretell_spec(t), min(cap, t.max_tokens),
+                                    self.sampling) for t in chosen]
                 results, wall = run_engine(self.engine, reqs, mode)
                 outputs[mode] = results
                 total = sum(r.output_tokens for r in results)
@@ -523,6 +535,8 @@ class Bench:
         from foretell.bench.peers import run_vllm_ngram, vllm_available
 
         snake = [t for t in tasks if t.suite in ("verbatim", "edit")]
+        if self.opts.temperature > 0:
+            return []
         if self.opts.tiny or not snake or not vllm_available():
             self.notes.append("vLLM peer skipped: " + ("--tiny mode" if self.opts.tiny else "no snake tasks"
                               if not snake else "no .venv-vllm/ (see foretell.bench.peers)"))
@@ -545,6 +559,9 @@ class Bench:
         from foretell.models.loader import resolve_model
 
         snake = [t for t in tasks if t.suite in ("verbatim",) + EDIT_SUITES]
+        if self.opts.temperature > 0:
+            self.notes.append("vLLM engine skipped: sampled decoding (vLLM's sampled tokens change with speculation)")
+            return None
         if self.opts.tiny or not (snake or conc_tasks):
             self.notes.append("vLLM engine skipped: " + ("--tiny mode" if self.opts.tiny else "no verbatim/edit tasks"))
             return None
@@ -571,8 +588,12 @@ class Bench:
         self.token_text = token_text_fn(self.tokenizer)
         wopts = WorkloadOptions(max_tokens=opts.max_tokens, limit=opts.limit, tiny=opts.tiny)
         tasks, notes = build_tasks(self.tokenizer, opts.suites, wopts)
-        tasks = [replace(t, peers=t.peers and t.suite in opts.peers_on) for t in tasks]
+        sampled = opts.temperature > 0
+        tasks = [replace(t, peers=t.peers and t.suite in opts.peers_on and not sampled) for t in tasks]
         self.notes += notes
+        if sampled:
+            self.notes.append(f"sampled decoding (temperature {opts.temperature}, seed {opts.seed}): HF and vLLM "
+                              "peers skipped (their sampled tokens differ from ours, so no like-for-like timing)")
         if opts.record_only:
             return self.record_only([t for t in tasks if t.suite in RECORDED_SUITES], t0)
         conc_tasks = []
@@ -648,6 +669,7 @@ class Bench:
             "native_bf16": native_bf16(),
             "alignment_k": ALIGN_K,
             "hf_prompt_lookup_num_tokens": HF_PROMPT_LOOKUP,
+            "sampling": {"temperature": self.opts.temperature, "seed": self.opts.seed if self.opts.temperature else None},
             "suites": list(self.opts.suites),
             "engine": self.opts.engine,
             "vllm_k": self.opts.vllm_k if self.opts.engine == "vllm" else None,

@@ -155,6 +155,13 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ formatting
 
 
+def _decoding(sampling: dict | None) -> str:
+    if not sampling or not sampling.get("temperature"):
+        return "greedy decoding (temperature 0)"
+    return (f"sampled decoding (temperature {sampling['temperature']}, seed {sampling['seed']}: every method samples "
+            "the same tokens)")
+
+
 def _f(v: float | None, digits: int = 2) -> str:
     return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
 
@@ -196,7 +203,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"- **cost curve** t(n)/t(1) ({meta.get('cost_curve_source')}): "
         + ", ".join(f"{n}: {r}" for n, r in (meta.get("cost_curve") or {}).items())
         + f"; CPU has native bf16: {meta.get('native_bf16')}",
-        f"- **k policy**: {meta['k_policy']}; prefix cache off; greedy decoding (temperature 0); "
+        f"- **k policy**: {meta['k_policy']}; prefix cache off; {_decoding(meta.get('sampling'))}; "
         f"HF prompt lookup k = {meta['hf_prompt_lookup_num_tokens']}; simulated alignment k = {meta['alignment_k']}",
         f"- **run**: {meta['started']}, {meta['duration_s']:.0f} s; `foretell bench {' '.join(meta['argv'])}`",
         "",

@@ -279,10 +279,23 @@ def _verify_greedy(logits: torch.Tensor, draft_tokens: list[int], state: Sampler
 
 
 def _verify_one_hot(logits: torch.Tensor, draft_tokens: list[int], state: SamplerState) -> list[int]:
-    p = target_probs(logits, state, draft_tokens)
-    samples = sample_inverse_cdf(p, state.uniforms(0, len(logits), Purpose.SAMPLE))
-    m = _accepted_prefix(samples, draft_tokens)
-    return list(draft_tokens[:m]) + [int(samples[m])]
+    """On the CPU, without penalties, each row is drawn alone, through the very ops of a one-token decode
+    step, and the loop stops at the first sample that differs from the draft: the rows after it are never
+    processed, and a row's softmax and cumsum run on data in the core's cache (a 128-token draft over a
+    152k vocabulary, all accepted: 58 ms instead of 103 ms for all rows at once on a 2-core Xeon; rejected at
+    once: 0.5 ms). All rows go together on a GPU (a loop would wait for the device at every row) and with
+    penalties (row j's counts include draft[:j])."""
+    if state.params.has_penalties or logits.device.type != "cpu":
+        p = target_probs(logits, state, draft_tokens)
+        samples = sample_inverse_cdf(p, state.uniforms(0, len(logits), Purpose.SAMPLE))
+        m = _accepted_prefix(samples, draft_tokens)
+        return list(draft_tokens[:m]) + [int(samples[m])]
+    for j, expected in enumerate([*draft_tokens, None]):  # None: the bonus row always emits
+        p = target_probs(logits[j : j + 1], state)
+        token = int(sample_inverse_cdf(p, state.uniforms(j, 1, Purpose.SAMPLE))[0])
+        if token != expected:
+            return list(draft_tokens[:j]) + [token]
+    raise AssertionError("unreachable: the last row always emits a token")
 
 
 def _accepted_prefix(candidates: torch.Tensor, draft_tokens: Sequence[int]) -> int:
