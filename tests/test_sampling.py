@@ -153,3 +153,19 @@ def test_inverse_cdf_hits_exact_intervals_and_never_zero_mass_tokens():
     assert sample_inverse_cdf(probs, u).tolist() == [1, 1, 3, 3, 4, 4]
     unnormalised = torch.tensor([[0.0, 2.0, 0.0, 2.0]])
     assert sample_inverse_cdf(unnormalised, torch.tensor([0.5], dtype=torch.float64)).tolist() == [3]
+
+
+def test_argmax_rows_is_torch_argmax_with_ties_nan_and_views():
+    """The NumPy argmax the CPU verifier uses picks the index torch's would: the first maximum, NaN as max."""
+    from foretell.core.sampling import argmax_rows
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(-3, 4, (64, 1000), generator=gen).float()  # many ties
+    x[5, 17] = float("nan")
+    x[9, :] = float("-inf")
+    x[11, 3] = float("inf")
+    for view in (x, x[3:40], x[:, 100:700], x.t().contiguous().t()):
+        assert torch.equal(argmax_rows(view), view.argmax(dim=-1))
+    assert argmax_rows(x)[5] == 17 and argmax_rows(x)[9] == 0
+    half = x.to(torch.bfloat16)
+    assert torch.equal(argmax_rows(half), half.argmax(dim=-1))

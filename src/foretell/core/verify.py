@@ -30,7 +30,7 @@ from typing import Sequence
 import torch
 
 from foretell.core.draft import Draft
-from foretell.core.sampling import Purpose, SamplerState, penalize, sample_inverse_cdf, target_probs
+from foretell.core.sampling import Purpose, SamplerState, argmax_rows, penalize, sample_inverse_cdf, target_probs
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def verify_greedy_batch(logits: torch.Tensor, drafts: Sequence[Sequence[int]]) -
     batch, rows, _ = logits.shape
     if any(len(d) >= rows for d in drafts):
         raise ValueError(f"a draft is longer than {rows - 1} tokens")
-    choices = logits.argmax(dim=-1)  # [B, n]
+    choices = argmax_rows(logits.reshape(-1, logits.shape[-1])).reshape(logits.shape[:2])  # [B, n]
     padded = torch.full((batch, rows - 1), -1, dtype=choices.dtype)
     for b, draft in enumerate(drafts):
         padded[b, : len(draft)] = torch.tensor(list(draft), dtype=choices.dtype)
@@ -273,7 +273,7 @@ def _check_inputs(logits: torch.Tensor, draft: Draft) -> None:
 
 
 def _verify_greedy(logits: torch.Tensor, draft_tokens: list[int], state: SamplerState) -> list[int]:
-    choices = penalize(logits, state, draft_tokens).argmax(dim=-1)  # no penalties: one argmax, no copy
+    choices = argmax_rows(penalize(logits, state, draft_tokens))  # no penalties: one argmax, no copy
     m = _accepted_prefix(choices, draft_tokens)
     return list(draft_tokens[:m]) + [int(choices[m])]
 
