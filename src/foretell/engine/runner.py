@@ -151,17 +151,32 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
         keys[:, start : start + n] = key[0, :, off : off + n]
         values[:, start : start + n] = value[0, :, off : off + n]
         first, mask = batch.mask(i, window, query.device)
-        out = F.scaled_dot_product_attention(
-            query[:, :, off : off + n],
-            keys[None, :, first : start + n],
-            values[None, :, first : start + n],
-            attn_mask=mask,
-            scale=scaling,
-            enable_gqa=True,
-        )
-        outputs.append(out)
+        outputs.append(_attend(query[:, :, off : off + n], keys[None, :, first : start + n],
+                               values[None, :, first : start + n], mask, scaling))
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
     return out.transpose(1, 2).contiguous(), None
+
+
+PACKED_GQA_QUERIES = 8  # segments of at most this many queries attend with the query heads packed per KV head
+
+
+def _attend(query, key, value, mask: torch.Tensor | None, scaling) -> torch.Tensor:
+    """SDPA for one segment: query [1, H, n, D], key/value [1, Hkv, L, D], mask [n, L] or None -> [1, H, n, D].
+
+    With grouped-query attention (H = Hkv * r) and few queries, the r query heads that share a KV head become
+    r * n rows of one query block for that head, as transformers' ``pack_gqa`` does for decoding: each KV head
+    is read once for all its query heads. Measured on a 2-core Xeon (fp32, per layer, 5,000 keys): one query
+    0.37 ms against 0.71 with ``enable_gqa`` (1.5B shapes: 0.42 against 1.26), eight queries 1.41 against 1.64;
+    from 16 queries ``enable_gqa`` is as fast or faster. Each query's result is computed by the same call
+    shape whether it is decoded alone or verified in exact mode (one query per call there)."""
+    heads, kv_heads, n, dim = query.shape[1], key.shape[1], query.shape[2], query.shape[3]
+    rep = heads // kv_heads
+    if rep == 1 or n > PACKED_GQA_QUERIES:
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=rep > 1)
+    packed = query.reshape(1, kv_heads, rep * n, dim)  # head h = j * rep + r -> KV head j, rows (r, query)
+    out = F.scaled_dot_product_attention(packed, key, value, attn_mask=None if mask is None else mask.repeat(rep, 1),
+                                         scale=scaling)
+    return out.reshape(1, heads, n, dim)
 
 
 def _exact_attention(batch: _PackedBatch, layer: int, query, key, value, window, scaling):
@@ -183,17 +198,13 @@ def _exact_attention(batch: _PackedBatch, layer: int, query, key, value, window,
         chunk = n - seg.num_logits
         if chunk > 0:
             first, mask = batch.chunk_mask(i, chunk, window, query.device)
-            outputs.append(F.scaled_dot_product_attention(
-                query[:, :, off : off + chunk], keys[None, :, first : start + chunk],
-                values[None, :, first : start + chunk], attn_mask=mask, scale=scaling, enable_gqa=True,
-            ))
+            outputs.append(_attend(query[:, :, off : off + chunk], keys[None, :, first : start + chunk],
+                                   values[None, :, first : start + chunk], mask, scaling))
         for j in range(chunk, n):
             end = start + j + 1
             first = 0 if not window else max(0, end - window)
-            outputs.append(F.scaled_dot_product_attention(
-                query[:, :, off + j : off + j + 1], keys[None, :, first:end], values[None, :, first:end],
-                scale=scaling, enable_gqa=True,
-            ))
+            outputs.append(_attend(query[:, :, off + j : off + j + 1], keys[None, :, first:end],
+                                   values[None, :, first:end], None, scaling))
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
     return out.transpose(1, 2).contiguous(), None
 
