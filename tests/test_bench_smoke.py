@@ -165,3 +165,22 @@ def test_sampled_bench_compares_methods_on_one_sampled_output(tmp_path, bench):
         main(["--tiny", "--temperature", "0.5", "--record", str(tmp_path / "r.json")])
     with pytest.raises(SystemExit):
         main(["--tiny", "--temperature", "3"])
+
+
+def test_repeat_reverses_the_order_of_the_variants_every_other_round(tmp_path, monkeypatch):
+    """--repeat 4 runs n-gram lookup and the prediction in the order A B, B A, A B, B A: neither always runs
+    right after the other (or last), so a machine that slows down under sustained load biases neither."""
+    from foretell.bench.harness import Bench
+
+    order: list[str] = []
+    real_run = Bench._engine_run
+
+    def logged(self, task, spec, variant):
+        if variant in ("ngram", "foretell"):
+            order.append(variant)
+        return real_run(self, task, spec, variant)
+
+    monkeypatch.setattr(Bench, "_engine_run", logged)
+    assert main(["--tiny", "--suite", "realedit", "--limit", "1", "--repeat", "4", "--out", str(tmp_path / "b"),
+                 "--no-progress"]) == 0
+    assert order == ["ngram", "foretell", "foretell", "ngram", "ngram", "foretell", "foretell", "ngram"]

@@ -401,11 +401,13 @@ class Bench:
         return result
 
     def _engine_runs(self, task: Task, variants: dict[str, SpeculationParams]) -> dict[str, RunResult]:
-        """Each variant ``opts.repeat`` times, interleaved (a slow spell of the machine hits all of them);
-        per variant the run with the median wall time, with every run's wall time in ``repeats``."""
+        """Each variant ``opts.repeat`` times, interleaved (a slow spell of the machine hits all of them), in
+        the reverse order every other round (ABBA: no variant always runs right after another, or last); per
+        variant the run with the median wall time, with every run's wall time in ``repeats``."""
         runs: dict[str, list[RunResult]] = {name: [] for name in variants}
-        for _ in range(self.opts.repeat):
-            for name, spec in variants.items():
+        for round_ in range(self.opts.repeat):
+            order = list(variants.items())
+            for name, spec in order[::-1] if round_ % 2 else order:
                 runs[name].append(self._engine_run(task, spec, name))
         return {name: median_run(rs) for name, rs in runs.items()}
 
