@@ -405,8 +405,8 @@ class Bench:
         the reverse order every other round (ABBA: no variant always runs right after another, or last); per
         variant the run with the median wall time, with every run's wall time in ``repeats``."""
         runs: dict[str, list[RunResult]] = {name: [] for name in variants}
+        order = list(variants.items())
         for round_ in range(self.opts.repeat):
-            order = list(variants.items())
             for name, spec in order[::-1] if round_ % 2 else order:
                 runs[name].append(self._engine_run(task, spec, name))
         return {name: median_run(rs) for name, rs in runs.items()}
@@ -536,9 +536,9 @@ class Bench:
         """The optional vLLM n-gram peer on the snake tasks (a hook: runs only if .venv-vllm exists)."""
         from foretell.bench.peers import run_vllm_ngram, vllm_available
 
-        snake = [t for t in tasks if t.suite in ("verbatim", "edit")]
-        if self.opts.temperature > 0:
+        if self.opts.temperature > 0:  # sampled: run() notes that the peers are skipped
             return []
+        snake = [t for t in tasks if t.suite in ("verbatim", "edit")]
         if self.opts.tiny or not snake or not vllm_available():
             self.notes.append("vLLM peer skipped: " + ("--tiny mode" if self.opts.tiny else "no snake tasks"
                               if not snake else "no .venv-vllm/ (see foretell.bench.peers)"))
