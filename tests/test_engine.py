@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from foretell.config import EngineConfig, SamplingParams, SpeculationParams
+from foretell.config import ConfigError, EngineConfig, SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest, QueueFullError, RequestTooLongError
 from foretell.engine.llm_engine import LLMEngine
 from foretell.testing import make_tiny_model, make_tiny_tokenizer
@@ -177,6 +177,30 @@ def test_penalties_identical_with_prediction(model, tokenizer):
     plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)])
     got = run(make_engine(model, tokenizer), [request(p, 40, prediction=plain[str(i)], sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)])
     assert got == plain
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_logit_bias_changes_the_output_and_stays_identical_with_prediction(model, tokenizer, temperature):
+    ps = prompts(tokenizer, 2, seed=12)
+    unbiased = SamplingParams(temperature=temperature, seed=7)
+    free = run(make_engine(model, tokenizer, k_max=0), [request(p, 30, sampling=unbiased, request_id=str(i)) for i, p in enumerate(ps)])
+    banned = sorted({free[str(i)][j] for i in range(2) for j in (0, 3)})
+    sampling = SamplingParams(temperature=temperature, seed=7, logit_bias=tuple((t, -100.0) for t in banned))
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 30, sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)])
+    for i in range(2):
+        assert plain[str(i)] != free[str(i)]
+        assert not set(banned) & set(plain[str(i)])
+    for preds in ([free[str(i)] for i in range(2)], [plain[str(i)] for i in range(2)]):
+        got = run(make_engine(model, tokenizer), [request(p, 30, prediction=preds[i], sampling=sampling, request_id=str(i)) for i, p in enumerate(ps)])
+        assert got == plain
+
+
+def test_logit_bias_outside_the_vocabulary_is_refused(model, tokenizer):
+    engine = make_engine(model, tokenizer)
+    vocab = engine.runner.vocab_size
+    with pytest.raises(ConfigError) as err:
+        engine.add_request(request(prompts(tokenizer, 1)[0], 5, sampling=SamplingParams(logit_bias=((vocab, 1.0),))))
+    assert err.value.field == "logit_bias"
 
 
 def _text_and_tokens(engine, req):

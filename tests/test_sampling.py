@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foretell.config import SamplingParams
+from foretell.config import ConfigError, SamplingParams
 from foretell.core.sampling import (
     Purpose,
     SamplerState,
@@ -69,6 +69,26 @@ def test_penalties_hand_example():
     assert out.tolist() == [[1.0, -4.0 - 1.0 - 0.25, 0.5 - 0.5 - 0.25, 3.0]]
     assert penalize(logits, SamplerState(SamplingParams())) is logits  # no penalties: untouched
     assert logits.tolist() == [[2.0, -2.0, 1.0, 3.0]]  # the input is never modified
+
+
+def test_logit_bias_is_added_before_the_penalties():
+    params = SamplingParams(repetition_penalty=2.0, logit_bias=((1, 5.0), (3, -100.0)))
+    state = SamplerState(params)
+    state.observe([1])
+    logits = torch.tensor([[2.0, -2.0, 1.0, 3.0], [0.0, 0.0, 0.0, 0.0]])
+    out = penalize(logits, state)
+    # token 1: -2 + 5 = 3, then seen in the output: 3 / 2; token 3: 3 - 100, not seen
+    assert out.tolist() == [[2.0, 1.5, 1.0, -97.0], [0.0, 2.5, 0.0, -100.0]]
+    only_bias = penalize(logits, SamplerState(SamplingParams(logit_bias=((0, 1.0),))))
+    assert only_bias.tolist() == [[3.0, -2.0, 1.0, 3.0], [1.0, 0.0, 0.0, 0.0]]
+    assert logits.tolist() == [[2.0, -2.0, 1.0, 3.0], [0.0, 0.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize("bias", [((-1, 1.0),), ((1, 100.5),), ((1, -101.0),), ((2, 1.0), (2, 3.0))])
+def test_logit_bias_is_validated(bias):
+    with pytest.raises(ConfigError) as err:
+        SamplingParams(logit_bias=bias)
+    assert err.value.field == "logit_bias"
 
 
 def test_draft_prefix_counts_is_a_lower_triangular_scatter():

@@ -151,6 +151,25 @@ def test_sampling_seed_penalties_and_logprobs_lossless(client):
         assert all(len(t.top_logprobs) == 3 for t in lb)
 
 
+def test_logit_bias_bans_a_token_and_stays_lossless_with_prediction(client):
+    free = chat(client, logprobs=True)
+    first = free.choices[0].logprobs.content[0].token
+    banned = {str(t): -100 for t in make_tiny_tokenizer().encode(first, add_special_tokens=False)}
+    a = chat(client, logit_bias=banned, logprobs=True)
+    assert a.choices[0].logprobs.content[0].token != first
+    text = a.choices[0].message.content
+    b = chat(client, logit_bias=banned, prediction={"type": "content", "content": text})
+    assert b.choices[0].message.content == text
+    assert b.usage.completion_tokens_details.accepted_prediction_tokens > 0
+
+
+@pytest.mark.parametrize("bias", [{"999999": 1}, {"1": 200}, {"x": 1}])
+def test_logit_bias_bad_values_400(client, bias):
+    with pytest.raises(openai.BadRequestError) as info:
+        chat(client, logit_bias=bias)
+    assert info.value.status_code == 400 and info.value.param == "logit_bias"
+
+
 def test_max_completion_tokens_with_prediction(client):
     r = chat(client, max_tokens=None, max_completion_tokens=5, prediction={"type": "content", "content": "x y z"})
     assert r.usage.completion_tokens <= 5

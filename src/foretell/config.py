@@ -36,6 +36,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     seed: int | None = None
     logprobs: int | None = None  # None = no logprobs; n >= 0 = chosen token's logprob plus n top ones
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias in [-100, 100]) added to its logit
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.temperature <= 100.0, "temperature", "must be between 0 and 100")
@@ -46,6 +47,11 @@ class SamplingParams:
         _check(-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty", "must be between -2 and 2")
         _check(0.0 < self.repetition_penalty <= 10.0, "repetition_penalty", "must be in (0, 10]")
         _check(self.logprobs is None or 0 <= self.logprobs <= 20, "top_logprobs", "must be between 0 and 20")
+        for token, bias in self.logit_bias:
+            _check(isinstance(token, int) and token >= 0, "logit_bias", f"token id {token!r} must be an integer >= 0")
+            _check(-100.0 <= bias <= 100.0, "logit_bias", f"bias {bias!r} for token {token} must be between -100 and 100")
+        tokens = [t for t, _ in self.logit_bias]
+        _check(len(set(tokens)) == len(tokens), "logit_bias", "a token id may appear only once")
 
     @property
     def greedy(self) -> bool:
@@ -54,6 +60,11 @@ class SamplingParams:
     @property
     def has_penalties(self) -> bool:
         return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
+
+    @property
+    def adjusts_logits(self) -> bool:
+        """Whether :func:`foretell.core.sampling.penalize` changes the logits (a bias or a penalty)."""
+        return bool(self.logit_bias) or self.has_penalties
 
 
 SPECULATION_METHODS = ("auto", "none", "ngram", "prediction", "draft", "cascade")

@@ -4,8 +4,8 @@ Notation: p = the target model's (processed) distribution, q = the draft's.
 
 A request's :class:`SamplerState` turns raw target logits into p exactly as plain decoding would:
 
-1. penalties, over the tokens *before* each row's position (:func:`penalize`):
-   repetition (HF/vLLM: a logit of a token seen in the prompt or the output is divided by r when positive,
+1. ``logit_bias`` (added to its tokens' logits, OpenAI's parameter), then penalties over the tokens
+   *before* each row's position (:func:`penalize`; the order vLLM uses): repetition (HF/vLLM: a logit of a token seen in the prompt or the output is divided by r when positive,
    multiplied by r otherwise), frequency and presence (OpenAI: ``logit -= count * f + (count > 0) * pres``,
    counts over output tokens only);
 2. temperature (``logits / T``; T = 0 is greedy and stops here: the argmax of the penalised logits);
@@ -121,22 +121,30 @@ def draft_prefix_counts(draft_columns: Sequence[int], rows: int, width: int, dev
 
 
 def penalize(logits: torch.Tensor, state: SamplerState, draft_tokens: Sequence[int] = ()) -> torch.Tensor:
-    """Apply repetition/frequency/presence penalties to ``logits[n, V]`` row by row (row j sees draft[:j]).
+    """Apply ``logit_bias``, then repetition/frequency/presence penalties to ``logits[n, V]`` row by row (row
+    j sees draft[:j]); returns ``logits`` itself when the request asks for neither.
 
-    Only the columns of tokens in the prompt, the output or the draft can change: they are gathered,
-    penalised with per-row counts and scattered back into a copy (the input is left untouched).
+    Only the columns of biased tokens and of tokens in the prompt, the output or the draft can change: they
+    are gathered, adjusted and scattered back into a copy (the input is left untouched).
     """
     params = state.params
-    if not params.has_penalties:
+    if not params.adjusts_logits:
         return logits
-    rows, vocab = logits.shape
+    out = logits.float().clone()
+    rows, vocab = out.shape
+    device = logits.device
+    if params.logit_bias:
+        ids = torch.tensor([t for t, _ in params.logit_bias], dtype=torch.long, device=device)
+        bias = torch.tensor([b for _, b in params.logit_bias], dtype=torch.float32, device=device)
+        keep = ids < vocab  # the engine refuses ids outside the vocabulary; a narrower head ignores them
+        out[:, ids[keep]] += bias[keep]
+    if not params.has_penalties:
+        return out
     draft = list(draft_tokens[: rows - 1])
     repeated = state.prompt_set if params.repetition_penalty != 1.0 else ()
     columns = sorted(t for t in set(state.output_counts).union(repeated, draft) if 0 <= t < vocab)
-    out = logits.float().clone()
     if not columns:
         return out
-    device = logits.device
     index = {t: i for i, t in enumerate(columns)}
     counts = torch.tensor([float(state.output_counts.get(t, 0)) for t in columns], device=device)
     counts = counts + draft_prefix_counts([index.get(t, -1) for t in draft], rows, len(columns), device)

@@ -273,7 +273,7 @@ def _check_inputs(logits: torch.Tensor, draft: Draft) -> None:
 
 
 def _verify_greedy(logits: torch.Tensor, draft_tokens: list[int], state: SamplerState) -> list[int]:
-    choices = argmax_rows(penalize(logits, state, draft_tokens))  # no penalties: one argmax, no copy
+    choices = argmax_rows(penalize(logits, state, draft_tokens))  # nothing to adjust: one argmax, no copy
     m = _accepted_prefix(choices, draft_tokens)
     return list(draft_tokens[:m]) + [int(choices[m])]
 

@@ -132,6 +132,8 @@ class LLMEngine:
             raise ConfigError("prompt", f"token ids must be in [0, {vocab})")
         if pred is not None and any(not 0 <= t < vocab for t in pred):
             raise ConfigError("prediction", f"token ids must be in [0, {vocab})")
+        if any(t >= vocab for t, _ in req.sampling.logit_bias):
+            raise ConfigError("logit_bias", f"token ids must be in [0, {vocab})")
 
     def add_request(self, req: GenerationRequest) -> None:
         self.validate(req)

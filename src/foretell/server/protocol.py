@@ -2,7 +2,7 @@
 
 Requests validate strictly (types are not coerced: ``"0.5"`` is not a temperature) but ignore fields they
 do not know, as OpenAI clients send extras. Known OpenAI fields that foretell cannot honour (tools, a JSON
-response format, logit_bias, echo, suffix, best_of) are refused with 400 rather than silently ignored.
+response format, echo, suffix, best_of) are refused with 400 rather than silently ignored.
 
 Extensions beyond OpenAI: ``prediction`` on /v1/completions too, and with n > 1, logprobs, penalties and
 max_completion_tokens (all lossless); ``prediction_search_length`` (Azure's
@@ -13,6 +13,7 @@ the prediction); ``speculation_methods`` on model cards.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
@@ -160,8 +161,6 @@ def check_supported_completion(req: CompletionRequest) -> None:
 
 
 def _check_common(req: _Common) -> None:
-    if req.logit_bias:
-        raise bad_request("logit_bias", "logit_bias is not supported by this server")
     if req.stream_options is not None and not req.stream:
         raise bad_request("stream_options", "stream_options is only allowed when stream is true")
 
@@ -265,7 +264,22 @@ def sampling_params(req: _Common, logprobs: int | None, seed_offset: int) -> Sam
         repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
         seed=None if req.seed is None else (req.seed + seed_offset) % 2**63,
         logprobs=logprobs,
+        logit_bias=logit_bias(req.logit_bias),
     )
+
+
+def logit_bias(value: dict[str, Any] | None) -> tuple[tuple[int, float], ...]:
+    """OpenAI's ``{"token id": bias}`` as sorted (id, bias) pairs; range checks are SamplingParams'."""
+    pairs = []
+    for key, bias in (value or {}).items():
+        try:
+            token = int(key)
+        except ValueError:
+            raise bad_request("logit_bias", f"keys must be token ids (integers as strings), got {key!r}") from None
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias):
+            raise bad_request("logit_bias", f"the bias for token {key} must be a number between -100 and 100")
+        pairs.append((token, float(bias)))
+    return tuple(sorted(pairs))
 
 
 def stop_strings(req: _Common) -> tuple[str, ...]:
