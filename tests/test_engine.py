@@ -203,6 +203,27 @@ def test_logit_bias_outside_the_vocabulary_is_refused(model, tokenizer):
     assert err.value.field == "logit_bias"
 
 
+def test_each_draft_is_priced_with_the_tokens_later_requests_will_add(model, tokenizer, monkeypatch):
+    """In a pass of three decoding requests, the first one's draft is priced as the 2nd and 3rd tokens are
+    already there (each later request adds at least its pending token and yields at least one): a one-token
+    draft costs what the 4th token of the pass costs, not the 2nd."""
+    from foretell.core.policy import DraftPolicy
+
+    seen = []
+    decide = DraftPolicy.decide
+    monkeypatch.setattr(DraftPolicy, "decide", lambda self, room, batch_tokens=0, batch_expected=0.0: (
+        seen.append((batch_tokens, batch_expected)), decide(self, room, batch_tokens, batch_expected))[1])
+    engine = make_engine(model, tokenizer, k_max=0)
+    for i, p in enumerate(prompts(tokenizer, 3, seed=13)):
+        engine.add_request(request(p, 6, request_id=str(i), ignore_eos=True))
+    while engine.has_unfinished():
+        engine.step()
+    decode_steps = [seen[i : i + 3] for i in range(0, len(seen) - 2, 3) if seen[i][0] == 2]
+    assert decode_steps  # passes where all three decode
+    for step in decode_steps:
+        assert step == [(2, 2.0), (2, 2.0), (2, 2.0)]  # 0 + 2 later, 1 + 1 later, 2 + 0 later
+
+
 def _text_and_tokens(engine, req):
     outs = engine.generate([req])[req.request_id]
     return "".join(o.new_text for o in outs), [t for o in outs for t in o.new_token_ids], outs[-1]

@@ -258,8 +258,10 @@ class LLMEngine:
         prefill_budget = self.config.prefill_chunk
         seqs, segments = [], []
         batch_tokens, batch_expected = 0, 0.0  # what this pass holds so far, and what it should yield
+        decoding_after = sum(seq.pending == 1 for seq in self.running)  # each adds >= 1 token, yields >= 1
         for seq in self.running:
             pending = seq.pending
+            decoding_after -= pending == 1
             start = seq.kv.length
             if pending > 1:
                 chunk = self._prompt_chunk(start, pending, prefill_budget)
@@ -271,7 +273,7 @@ class LLMEngine:
                     segments.append(Segment(seq.kv, seq.tokens[start : start + chunk], num_logits=0))
                     batch_tokens += chunk
                     continue
-            seq.decision = self._propose(seq, batch_tokens + pending - 1, batch_expected)
+            seq.decision = self._propose(seq, batch_tokens + pending - 1 + decoding_after, batch_expected + decoding_after)
             nodes, parents, _ = seq.decision.tree()
             tokens = seq.tokens[start:] + nodes
             seqs.append(seq)
