@@ -61,7 +61,7 @@ def test_every_suite_ran(bench):
             assert 1 <= oracle["oracle_passes"] and oracle["efficiency"] == oracle["oracle_passes"] / oracle["decode_passes"]
     kinds = {t["kind"] for t in result["tasks"] if t["suite"] == "controls"}
     assert kinds == {"no_prediction", "garbage", "empty", "first_half"}
-    expected = {(n, mode) for n in (1, 2) for mode in ("plain", "prediction")}
+    expected = {(n, mode) for n in (1, 2) for mode in ("plain", "ngram", "prediction")}
     assert {(c["n"], c["mode"]) for c in result["concurrency"]} == expected
     assert {"plain", "foretell"} <= set(result["profile"])
     assert {t["target"] for t in result["summary"]["targets"]}  # targets are evaluated (met or not)
@@ -86,8 +86,11 @@ def test_identical_to_plain_in_fp32(bench):
     else:  # the tiny output came whole with the first token: nothing after it to time
         assert ceiling["share"] is None and run["forward_passes"] - run["prefill_passes"] <= 2
     for row in result["concurrency"]:
-        if row["mode"] == "prediction":
+        if row["mode"] != "plain":
             assert row["identical_requests"] == row["n"]
+        if row["mode"] == "prediction":
+            ngram = next(r for r in result["concurrency"] if r["n"] == row["n"] and r["mode"] == "ngram")
+            assert row["speedup_vs_ngram"] == row["agg_tok_s"] / ngram["agg_tok_s"]
 
 
 def test_workloads_for_the_real_tokenizer_shape():

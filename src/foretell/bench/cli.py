@@ -203,7 +203,8 @@ def _console_summary(result: dict) -> str:
                      f"identical {'yes' if r['identical'] else 'NO'}")
     for r in result.get("concurrency") or []:
         lines.append(f"  concurrency {r['n']} {r['mode']:10s} {r['agg_tok_s']:8.1f} tok/s "
-                     f"{'ratio ' + _x(r.get('speedup_vs_plain')) if r['mode'] == 'prediction' else ''}")
+                     f"{'vs plain ' + _x(r.get('speedup_vs_plain')) if r['mode'] != 'plain' else ''}"
+                     f"{'  vs n-gram ' + _x(r.get('speedup_vs_ngram')) if r['mode'] == 'prediction' else ''}")
     ve = result.get("vllm_engine") or {}
     for r in ve.get("tasks", []):
         runs = r["runs"]

@@ -498,26 +498,27 @@ class Bench:
         return row
 
     def concurrency(self, tasks: list[Task], bar) -> list[dict[str, Any]]:
-        """N simultaneous requests (the snake tasks, cycled) without and with predictions."""
+        """N simultaneous requests (the snake tasks, cycled): plain decoding, n-gram lookup alone (the same
+        server without the predictions) and with the predictions; n-gram lookup and the predictions swap
+        order at every other level, as ``--repeat`` does for single tasks."""
         rows = []
         cap = self.opts.concurrency_max_tokens
         if self.opts.max_tokens:
             cap = min(cap, self.opts.max_tokens)
-        for n in self.opts.concurrency:
+        specs = {"plain": lambda t: PLAIN_SPEC, "ngram": lambda t: NGRAM_SPEC, "prediction": foretell_spec}
+        for level, n in enumerate(self.opts.concurrency):
             chosen = [tasks[i % len(tasks)] for i in range(n)]
-            outputs = {}
-            for mode in ("plain", "prediction"):
+            by_mode: dict[str, tuple[dict[str, Any], list[RunResult]]] = {}
+            for mode in ("plain", *(("ngram", "prediction") if level % 2 == 0 else ("prediction", "ngram"))):
                 bar.set_description(f"concurrency {n} {mode}")
                 if self.profiler is not None:
                     self.profiler.label = f"concurrency{n}_{mode}"
-                reqs = [request_for(t, PLAIN_SPEC if mode == "plain" else foretell_spec(t), min(cap, t.max_tokens),
-                                    self.sampling) for t in chosen]
+                reqs = [request_for(t, specs[mode](t), min(cap, t.max_tokens), self.sampling) for t in chosen]
                 results, wall = run_engine(self.engine, reqs, mode)
-                outputs[mode] = results
                 total = sum(r.output_tokens for r in results)
                 accepted = sum(r.accepted_prediction for r in results)
                 proposed = accepted + sum(r.rejected_prediction for r in results)
-                rows.append({
+                by_mode[mode] = ({
                     "n": n, "mode": mode, "tasks": [t.name for t in chosen], "total_tokens": total,
                     "wall_s": wall, "agg_tok_s": total / wall if wall > 0 else 0.0,
                     "mean_ttft_s": statistics.mean(r.ttft_s for r in results),
@@ -525,11 +526,16 @@ class Bench:
                     "acceptance_rate": accepted / proposed if proposed else None,
                     "draft_acceptance": _ratio(sum(r.draft_accepted for r in results),
                                                sum(r.draft_proposed for r in results)),
-                })
+                }, results)
                 bar.update(1)
-            pairs = zip(outputs["prediction"], outputs["plain"])
-            rows[-1]["identical_requests"] = sum(a.token_ids == b.token_ids for a, b in pairs)
-            rows[-1]["speedup_vs_plain"] = _ratio(rows[-1]["agg_tok_s"], rows[-2]["agg_tok_s"])
+            plain_rows, plain = by_mode["plain"]
+            for mode in ("ngram", "prediction"):
+                row, results = by_mode[mode]
+                row["identical_requests"] = sum(a.token_ids == b.token_ids for a, b in zip(results, plain))
+                row["speedup_vs_plain"] = _ratio(row["agg_tok_s"], plain_rows["agg_tok_s"])
+            prediction = by_mode["prediction"][0]
+            prediction["speedup_vs_ngram"] = _ratio(prediction["agg_tok_s"], by_mode["ngram"][0]["agg_tok_s"])
+            rows += [by_mode[mode][0] for mode in ("plain", "ngram", "prediction")]
         return rows
 
     def vllm(self, tasks: list[Task]) -> list[dict[str, Any]]:
@@ -607,7 +613,7 @@ class Bench:
         try:
             if tasks or conc_tasks:
                 self.warmup(tasks or conc_tasks)
-            total = sum((4 if t.peers else 2) + bool(t.prediction_ids) for t in tasks) + 2 * len(opts.concurrency) * bool(conc_tasks)
+            total = sum((4 if t.peers else 2) + bool(t.prediction_ids) for t in tasks) + 3 * len(opts.concurrency) * bool(conc_tasks)
             with tqdm(total=total, disable=not opts.progress, unit="run", dynamic_ncols=True) as bar:
                 rows = [self.run_task(t, bar) for t in tasks]
                 conc = self.concurrency(conc_tasks, bar) if conc_tasks else []
