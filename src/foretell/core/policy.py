@@ -126,8 +126,9 @@ class DraftPolicy:
         return found
 
     def decide(self, room: int, batch_tokens: int = 0, batch_expected: float = 0.0) -> Decision:
-        """The draft for this step: at most ``room`` tokens, given ``batch_tokens`` already in the pass
-        (other requests' tokens, and this request's pending tokens beyond the first) expected to yield
+        """The draft for this step: at most ``room`` tokens, given ``batch_tokens`` the pass holds besides
+        (other requests' tokens: those scheduled before this one, and at least the pending token of each
+        decoding request after it; this request's pending tokens beyond the first) expected to yield
         ``batch_expected`` tokens."""
         if self.proposer is None or room <= 0:
             return Decision(cost=self.cost.ratio(batch_tokens + 1))

@@ -294,9 +294,9 @@ class LLMEngine:
         return chunk if chunk <= budget else 0
 
     def _propose(self, seq: Sequence, batch_tokens: int, batch_expected: float) -> Decision:
-        """This step's draft (see :class:`DraftPolicy`), given the tokens already in this pass
-        (``batch_tokens``, counting this request's pending tokens beyond the first) and what they should
-        yield."""
+        """This step's draft (see :class:`DraftPolicy`), given the other tokens of this pass
+        (``batch_tokens``: the requests scheduled before it, one token per decoding request after it, and this
+        request's pending tokens beyond the first) and what they should yield."""
         k_max = seq.req.speculation.k_max
         room = min(seq.remaining - 1, self.config.k_max, self.config.k_max if k_max is None else k_max)
         return seq.policy.decide(room, batch_tokens, batch_expected)
