@@ -209,6 +209,27 @@ def test_drafts_end_at_the_requests_stop_token():
     assert DraftBook(ProposerConfig(k=8, max_model_len=64, adaptive_k=False)).step(rows, [[3]], ntok, ids) == [[4, 9, 5, 6]]
 
 
+def test_each_draft_is_priced_with_the_rows_after_it(monkeypatch):
+    """Three decoding rows (and a prompt chunk): every draft is priced with the other decoding rows' tokens
+    in the pass, those after it counted at one token each, as on the embedded engine."""
+    from foretell.core.policy import DraftPolicy
+
+    seen = []
+    decide = DraftPolicy.decide
+    monkeypatch.setattr(DraftPolicy, "decide", lambda self, room, batch_tokens=0, batch_expected=0.0: (
+        seen.append(batch_tokens), decide(self, room, batch_tokens, batch_expected))[1])
+    book = DraftBook(ProposerConfig(k=8, max_model_len=64, adaptive_k=True))
+    prompt = [100, 101, 102]
+    rows = [Row("a", prompt, {XARG_PREDICTION: [10, 11, 12]}), Row("p", prompt, {}),
+            Row("b", prompt, {XARG_PREDICTION: [20, 21, 22]}), Row("c", prompt, {})]
+    ntok, ids = _batch([prompt + [10], prompt, prompt + [20], prompt + [100]])
+    drafts = book.step(rows, [[10], [], [20], [100]], ntok, ids)
+    assert drafts[1] == []
+    assert seen[0] == 2  # a: b and c will each add a token
+    assert seen[1] == 1 + len(drafts[0]) + 1  # b: a's token and draft, c's token
+    assert seen[2] == 1 + len(drafts[0]) + 1 + len(drafts[2])  # c: a's and b's tokens and drafts
+
+
 def test_adaptive_k_stops_drafting_a_failing_prediction():
     """With the embedded engine's policy on, a prediction rejected again and again stops being drafted."""
     book = DraftBook(ProposerConfig(k=8, max_model_len=512, adaptive_k=True))

@@ -142,10 +142,14 @@ class DraftBook:
     def step(self, rows: Sequence[adapter.Row | None], sampled_token_ids: Sequence[Sequence[int]],
              num_tokens_no_spec: np.ndarray, token_ids: np.ndarray) -> list[list[int]]:
         drafts: list[list[int]] = []
-        batch_tokens, batch_expected = 0, 0.0
+        batch_tokens, batch_expected = 0, 0.0  # the pass so far
+        # as on the embedded engine, each decoding row after this one adds (and yields) at least one token
+        decoding = [row is not None and bool(sampled) for row, sampled in zip(rows, sampled_token_ids)]
+        decoding_after = sum(decoding)
         for i, (row, sampled) in enumerate(zip(rows, sampled_token_ids)):
+            decoding_after -= decoding[i]
             num_tokens = int(num_tokens_no_spec[i])
-            if row is None or not sampled or num_tokens >= self.config.max_model_len - 1:
+            if not decoding[i] or num_tokens >= self.config.max_model_len - 1:
                 drafts.append([])  # a prompt chunk, a pooling row, or no room left
                 continue
             state = self._state(row)
@@ -155,7 +159,7 @@ class DraftBook:
                 state = self._state(row)
             state.observe(output[state.seen:].tolist())
             room = min(self.config.k, self.config.max_model_len - num_tokens - 1)
-            decision = state.propose(room, batch_tokens, batch_expected)
+            decision = state.propose(room, batch_tokens + decoding_after, batch_expected + decoding_after)
             drafts.append(list(decision.draft.tokens))
             batch_tokens += 1 + len(decision.draft)
             batch_expected += decision.expected
