@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from foretell.integrations.vllm import XARG_METHOD, XARG_PREDICTION, XARG_SEARCH_LENGTH
 from foretell.integrations.vllm.adapter import Row, UnsupportedVLLMVersion, check_version
 from foretell.integrations.vllm.middleware import PredictionMiddleware
+from foretell.config import ConfigError
 from foretell.integrations.vllm.proposer import DraftBook, ProposerConfig, speculation_for
 from foretell.integrations.vllm.request import (
     ForetellFields, SpecStats, matched_tokens, parse_fields, patch_usage, rewrite_body, usage_details,
@@ -228,6 +229,49 @@ def test_each_draft_is_priced_with_the_rows_after_it(monkeypatch):
     assert seen[0] == 2  # a: b and c will each add a token
     assert seen[1] == 1 + len(drafts[0]) + 1  # b: a's token and draft, c's token
     assert seen[2] == 1 + len(drafts[0]) + 1 + len(drafts[2])  # c: a's and b's tokens and drafts
+
+
+def test_the_cost_curve_is_learned_from_the_steps_vllm_runs():
+    """The time between two steps is one pass; passes of decode/verify tokens only are fed to the cost
+    calibrator, and its curve prices every request's drafts. Here a pass of n tokens takes 0.1 * (1 + (n - 1)
+    / 4) s: a 9-token pass costs 3 one-token passes (the flat reference curve says 1.03). A plain request
+    decodes alone, then one with a prediction takes over; its first step (its prompt was in the pass, which
+    took 2 s) is not a sample."""
+    now = [0.0]
+    book = DraftBook(ProposerConfig(k=8, max_model_len=4096, adaptive_k=True), clock=lambda: now[0])
+    assert book.cost.ratio(9) < 1.1
+    plain, prediction = [Row("p", [1, 2], {XARG_METHOD: "none"})], list(range(1000, 3000))
+    with_prediction = [Row("a", [1, 2], {XARG_PREDICTION: prediction})]
+    output = [1, 2]
+    for step in range(80):
+        rows = plain if step < 30 else with_prediction
+        if step == 30:  # a's prefill shared the pass that just ran
+            now[0] += 2.0
+            output = [1, 2, prediction[0]]
+        elif step < 30:
+            output.append(500 + step)
+        samples = sum(book.calibrator.counts.values())
+        ntok, ids = _batch([output], width=2048)
+        (draft,) = book.step(rows, [[output[-1]]], ntok, ids)
+        if step in (0, 30):
+            assert sum(book.calibrator.counts.values()) == samples  # a new request's first step: no sample
+        now[0] += 0.1 * (1 + len(draft) / 4)
+        if step >= 30:
+            output += draft + [prediction[len(output) - 2 + len(draft)]]  # all accepted, plus the next token
+    assert book.calibrator.counts[1] == 29 and book.calibrator.counts[9] >= 16
+    assert book.calibrator.fastest[9] == pytest.approx(0.3)
+    assert book.cost.ratio(9) == pytest.approx(3.0)
+    assert book.requests["a"].policy.cost is book.cost
+
+
+def test_proposer_settings_from_the_environment():
+    config = ProposerConfig.from_env(8, 64, {})
+    assert config.adaptive_k and config.calibrate and config.cost_points[32] == 1.2
+    config = ProposerConfig.from_env(8, 64, {"FORETELL_VLLM_CALIBRATE": "0", "FORETELL_VLLM_COST_POINTS": '{"2": 1.5}'})
+    assert not config.calibrate and config.cost_points == {2: 1.5}
+    assert DraftBook(config).calibrator is None
+    with pytest.raises(ConfigError):
+        ProposerConfig.from_env(8, 64, {"FORETELL_VLLM_COST_POINTS": "[1, 2]"})
 
 
 def test_adaptive_k_stops_drafting_a_failing_prediction():

@@ -237,6 +237,73 @@ def net_gain(expected: np.ndarray, cost: CostModel, rate: float, batch_tokens: i
     return expected - 1.0 - rate * extra
 
 
+class CostCalibrator:
+    """Refines the cost curve from the passes the engine actually runs.
+
+    A start-up measurement can be wrong for the life of the cache: taken while another process loaded the
+    machine, it once recorded {2: 1.26, 4: 2.58, 8: 2.58} for a model whose 32-token pass costs 2.4× one
+    token, so long drafts looked three times too dear on every later start. The engine reports each pass
+    over decode and verify tokens only (every token needs logits, as in the start-up measurement; prompt
+    chunks are cheaper per token and are not counted). Per pass size the fastest pass seen is kept (load
+    only ever adds time); once a size has ``min_samples`` passes its ratio to the fastest one-token pass
+    replaces the start-up curve there, and beyond the largest such size the start-up curve is kept only where
+    it agrees with the observed one at that size (within ``agree``), otherwise the observed curve is
+    extrapolated (:class:`CostModel`'s rule). A size's ratio is raised above the start-up curve only once it
+    has ``raise_samples`` passes: the machine's speed drifts (its one-token pass took 81 to 116 ms within one
+    session on the 2-core Xeon), and the fastest one-token pass comes from the quietest moment, while a rare
+    size's few passes may all fall in a slow spell (the 0.5B's 4-row passes were recorded at 2.13x one token
+    in a bench run, against 1.57x at start-up and 1.62x re-measured). :meth:`observe` returns a new curve
+    every ``every`` passes when it changed, else None.
+    """
+
+    def __init__(self, points: dict[int, float], every: int = 16, min_samples: int = 3, agree: float = 0.25,
+                 raise_samples: int = 16):
+        self.base = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
+        self.every, self.min_samples, self.agree, self.raise_samples = every, min_samples, agree, raise_samples
+        self.fastest: dict[int, float] = {}
+        self.counts: dict[int, int] = {}
+        self.passes = 0
+        self.current = dict(self.base)
+
+    def observe(self, tokens: int, seconds: float) -> CostModel | None:
+        if tokens < 1 or not seconds > 0.0:
+            return None
+        self.fastest[tokens] = min(seconds, self.fastest.get(tokens, float("inf")))
+        self.counts[tokens] = self.counts.get(tokens, 0) + 1
+        self.passes += 1
+        if self.passes % self.every:
+            return None
+        points = self.points()
+        if points == self.current:
+            return None
+        self.current = points
+        return CostModel(points)
+
+    def points(self) -> dict[int, float]:
+        """The start-up curve with the observed ratios in place where there are enough passes."""
+        if self.counts.get(1, 0) < self.min_samples:
+            return dict(self.current)
+        t1 = self.fastest[1]
+        seen = sorted(n for n, c in self.counts.items() if n > 1 and c >= self.min_samples)
+        if not seen:
+            return dict(self.current)
+        base = CostModel(self.base)
+        observed, prev = {1: 1.0}, 1.0
+        for n in seen:  # non-decreasing, and never above n (n one-token passes do the same work)
+            ratio = self.fastest[n] / t1
+            if self.counts[n] < self.raise_samples:  # too few passes to call the start-up curve too cheap
+                ratio = min(ratio, base.ratio(n))
+            prev = min(max(prev, ratio), float(n))
+            observed[n] = round(prev, 4)
+        top = seen[-1]
+        if abs(base.ratio(top) / observed[top] - 1.0) <= self.agree:
+            scale = observed[top] / base.ratio(top)
+            for n, r in self.base.items():
+                if n > top:
+                    observed[n] = round(max(observed[top], r * scale), 4)
+        return observed
+
+
 def _require(cond: bool, name: str, message: str) -> None:
     if not cond:
         raise ConfigError(name, message)

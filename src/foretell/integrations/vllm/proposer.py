@@ -12,9 +12,16 @@ prompt otherwise; and the draft comes from the same draft policy (:class:`forete
 per-source acceptance estimates with counterfactual evidence, batch-aware adaptive k over a verify-cost
 curve; chains only, as vLLM verifies one draft per request). Nothing here touches vLLM internals beyond the arguments vLLM passes.
 
+The verify-cost curve starts from ``FORETELL_VLLM_COST_POINTS`` (JSON ``{"n": t(n)/t(1)}``; default: the
+embedded engine's reference curve, a GPU-like flat one) and is then refined from the steps vLLM actually runs
+(:class:`foretell.core.adaptive_k.CostCalibrator`, as the embedded engine does): the time from one
+``propose`` call to the next is one engine step, and a step whose batch held decode and verify tokens only
+(no prompt chunk, no new request) is one sample of the cost of that many tokens. On a CPU, where a 32-token
+pass costs several one-token passes, long drafts on weak evidence then stop looking free.
+
 Settings (environment, read once per worker): ``FORETELL_VLLM_ADAPTIVE_K`` (1 = on, default; 0 = always
-propose as much as is available, up to ``num_speculative_tokens``) and ``FORETELL_VLLM_COST_POINTS`` (JSON
-``{"n": t(n)/t(1)}``; default: the embedded engine's reference curve).
+propose as much as is available, up to ``num_speculative_tokens``), ``FORETELL_VLLM_COST_POINTS`` and
+``FORETELL_VLLM_CALIBRATE`` (1 = refine the curve from the steps run, default; 0 = keep it).
 """
 
 from __future__ import annotations
@@ -22,13 +29,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from foretell.config import ConfigError, SpeculationParams
-from foretell.core.adaptive_k import CostModel
+from foretell.core.adaptive_k import CostCalibrator, CostModel
 from foretell.core.policy import Decision, DraftPolicy
 from foretell.core.prediction import make_proposer
 from foretell.core.tokens import TokenClasses
@@ -50,6 +58,7 @@ class ProposerConfig:
     max_model_len: int
     adaptive_k: bool = True
     cost_points: dict[int, float] = field(default_factory=lambda: dict(REFERENCE_COST_POINTS))
+    calibrate: bool = True  # refine the cost curve from the steps vLLM runs
 
     def __post_init__(self) -> None:
         if not 1 <= self.k <= 1024:
@@ -60,14 +69,18 @@ class ProposerConfig:
     @classmethod
     def from_env(cls, k: int, max_model_len: int, env: dict[str, str] | None = None) -> "ProposerConfig":
         env = os.environ if env is None else env
-        adaptive = env.get("FORETELL_VLLM_ADAPTIVE_K", "1").strip().lower() not in ("0", "false", "no", "off")
+        adaptive = _flag(env, "FORETELL_VLLM_ADAPTIVE_K")
         points = REFERENCE_COST_POINTS
         if env.get("FORETELL_VLLM_COST_POINTS"):
             try:
                 points = {int(n): float(r) for n, r in json.loads(env["FORETELL_VLLM_COST_POINTS"]).items()}
             except (ValueError, AttributeError) as exc:
                 raise ConfigError("FORETELL_VLLM_COST_POINTS", f"must be a JSON object {{n: ratio}}: {exc}") from exc
-        return cls(k, max_model_len, adaptive, points)
+        return cls(k, max_model_len, adaptive, points, _flag(env, "FORETELL_VLLM_CALIBRATE"))
+
+
+def _flag(env: dict[str, str], name: str) -> bool:
+    return env.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def speculation_for(extra_args: dict[str, Any]) -> tuple[SpeculationParams | None, int | None]:
@@ -120,11 +133,34 @@ class DraftBook:
     (:class:`foretell.integrations.vllm.adapter.Row` or None) in vLLM's row order.
     """
 
-    def __init__(self, config: ProposerConfig, classes: TokenClasses | None = None):
+    MAX_STEP_SECONDS = 30.0  # a longer gap between two steps is not a pass (vLLM paused, a debugger)
+
+    def __init__(self, config: ProposerConfig, classes: TokenClasses | None = None, clock=time.perf_counter):
         self.config = config
         self.cost = CostModel(config.cost_points)
+        self.calibrator = CostCalibrator(config.cost_points) if config.calibrate and config.adaptive_k else None
+        self.clock = clock
         self.classes = classes
         self.requests: dict[str, RequestDrafts] = {}
+        self._pending: tuple[float, int] | None = None  # (when the last step returned, tokens of the next pass)
+
+    def _calibrate(self, rows: Sequence[adapter.Row | None], decoding: list[bool]) -> None:
+        """Time the pass that ran since the last step, if it held decode/verify tokens only: every row of the
+        last step decoded (checked when it was set) and no row now is a prompt chunk or a new request (whose
+        prompt was in the pass). A better curve prices every request's drafts from this step on."""
+        pending, self._pending = self._pending, None
+        if self.calibrator is None or pending is None:
+            return
+        if not all(decoding) or any(row.req_id not in self.requests for row in rows if row is not None):
+            return
+        seconds = self.clock() - pending[0]
+        if not 0.0 < seconds <= self.MAX_STEP_SECONDS:
+            return
+        cost = self.calibrator.observe(pending[1], seconds)
+        if cost is not None:
+            self.cost = cost
+            for state in self.requests.values():
+                state.policy.cost = cost
 
     def _state(self, row: adapter.Row) -> RequestDrafts:
         state = self.requests.get(row.req_id)
@@ -146,6 +182,7 @@ class DraftBook:
         # as on the embedded engine, each decoding row after this one adds (and yields) at least one token
         decoding = [row is not None and bool(sampled) for row, sampled in zip(rows, sampled_token_ids)]
         decoding_after = sum(decoding)
+        self._calibrate(rows, decoding)
         for i, (row, sampled) in enumerate(zip(rows, sampled_token_ids)):
             decoding_after -= decoding[i]
             num_tokens = int(num_tokens_no_spec[i])
@@ -163,6 +200,8 @@ class DraftBook:
             drafts.append(list(decision.draft.tokens))
             batch_tokens += 1 + len(decision.draft)
             batch_expected += decision.expected
+        if drafts and all(decoding):  # the next pass holds each row's token and draft, nothing else
+            self._pending = (self.clock(), sum(1 + len(d) for d in drafts))
         return drafts
 
 
