@@ -5,9 +5,10 @@ Notation: p = the target model's (processed) distribution, q = the draft's.
 A request's :class:`SamplerState` turns raw target logits into p exactly as plain decoding would:
 
 1. ``logit_bias`` (added to its tokens' logits, OpenAI's parameter), then penalties over the tokens
-   *before* each row's position (:func:`penalize`; the order vLLM uses): repetition (HF/vLLM: a logit of a token seen in the prompt or the output is divided by r when positive,
-   multiplied by r otherwise), frequency and presence (OpenAI: ``logit -= count * f + (count > 0) * pres``,
-   counts over output tokens only);
+   *before* each row's position (:func:`penalize`; the order vLLM uses): repetition (HF/vLLM: a logit of a
+   token seen in the prompt or the output is divided by r when positive, multiplied by r otherwise),
+   frequency and presence (OpenAI: ``logit -= count * f + (count > 0) * pres``, counts over output tokens
+   only);
 2. temperature (``logits / T``; T = 0 is greedy and stops here: the argmax of the penalised logits);
 3. min_p (drop tokens whose probability is below ``min_p * max prob``), top_k, top_p (the order vLLM uses).
 

@@ -273,7 +273,8 @@ class LLMEngine:
                     segments.append(Segment(seq.kv, seq.tokens[start : start + chunk], num_logits=0))
                     batch_tokens += chunk
                     continue
-            seq.decision = self._propose(seq, batch_tokens + pending - 1 + decoding_after, batch_expected + decoding_after)
+            others = batch_tokens + pending - 1 + decoding_after
+            seq.decision = self._propose(seq, others, batch_expected + decoding_after)
             nodes, parents, _ = seq.decision.tree()
             tokens = seq.tokens[start:] + nodes
             seqs.append(seq)
