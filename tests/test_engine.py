@@ -410,3 +410,36 @@ def test_row_dispatch_linears_pick_a_kernel_per_call_size_and_stay_lossless(toke
     rng = random.Random(3)
     got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
     assert got == plain == reference
+
+
+def test_row_dispatch_with_foretells_cpu_gemm_uses_the_dense_weight_and_stays_lossless(tokenizer):
+    """Where foretell's CPU GEMM builds, it is the plan's alternative to MKL: computed on the layer's own weight
+    (no oneDNN copy), and greedy outputs with edited predictions stay those of plain decoding while passes
+    of different sizes switch kernels."""
+    from torch.utils.mkldnn import MkldnnLinear
+
+    from foretell.engine import cpu_gemm
+    from foretell.engine.runner import RowDispatchLinear, row_dispatch_cpu_linears
+
+    gemm = cpu_gemm.load()
+    if gemm is None:
+        pytest.skip("foretell's CPU GEMM cannot be built here")
+    model = make_tiny_model(seed=4)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ps = prompts(tokenizer, 3, seed=17)
+    reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
+    plan = row_dispatch_cpu_linears(model, gemm)
+    assert plan is not None and plan.kernel == "foretell" and "4: foretell" in plan.describe()
+    layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
+    assert layers and not any(isinstance(m, MkldnnLinear) for m in model.modules())
+    layer = layers[0]
+    x = torch.randn(1, 6, layer.shape[0])
+    plan.force = True
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), layer.dense(x), rtol=1e-5, atol=1e-5)
+    plan.force = None
+    plan.sizes, plan.packed_at = (1, 2, 3, 5), frozenset({2, 5})  # passes of 1-3 rows switch kernels often
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, request_id=str(i)) for i, p in enumerate(ps)])
+    rng = random.Random(5)
+    got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
+    assert got == plain == reference

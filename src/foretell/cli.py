@@ -31,8 +31,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    help="batch-invariant numerics: outputs bit-identical with and without a prediction in any dtype "
                    "(bf16 included), at the cost of slower verify passes and prefill (docs/EXACT.md)")
     g.add_argument("--cpu-linears", default="dispatch", choices=["dispatch", "packed"],
-                   help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or oneDNN packed weights, "
-                   "whichever start-up measured faster for its size (two copies of the weights); 'packed' keeps one copy")
+                   help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or foretell's small-pass "
+                   "GEMM (oneDNN packed weights where it cannot be built), whichever start-up measured faster for "
+                   "its size; 'packed' runs oneDNN packed weights everywhere")
 
 
 def _engine_config(args: argparse.Namespace, **overrides):

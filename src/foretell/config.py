@@ -156,9 +156,9 @@ class EngineConfig:
     seed: int = 0
     trace_path: str | None = None  # append a JSON line per request and step (foretell.engine.trace)
     exact: bool = False  # batch-invariant numerics: outputs bit-identical with and without speculation in any dtype
-    # fp32 on a CPU: "dispatch" = per pass size, MKL or oneDNN packed, whichever start-up measured faster for
-    # whole passes of that size (a second copy of the weights); "packed" = oneDNN packed only (one copy; exact
-    # mode's choice)
+    # fp32 on a CPU: "dispatch" = per pass size, MKL or foretell's GEMM (engine/cpu_gemm.py; oneDNN packed, a
+    # second copy of the weights, where it cannot be built), whichever start-up measured faster for whole
+    # passes of that size; "packed" = oneDNN packed only (one copy; exact mode's choice)
     cpu_linears: str = "dispatch"
 
     def __post_init__(self) -> None:

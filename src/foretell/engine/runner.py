@@ -19,6 +19,7 @@ layers compute through oneDNN's fp32 GEMM, and where nothing helps exact mode is
 from __future__ import annotations
 
 import bisect
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -29,6 +30,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from foretell.engine.cpu_gemm import CpuGemm
 from foretell.engine.kv_cache import KVShape, SeqKV
 
 ATTN_NAME = "foretell_packed"
@@ -258,24 +260,26 @@ Shape = tuple[int, int]  # a linear layer's (in_features, out_features)
 
 @dataclass
 class KernelPlan:
-    """Which fp32 GEMM the CPU runs for a pass of n rows, shared by every :class:`RowDispatchLinear` of one
-    model: oneDNN's packed GEMM where the layer's packed sizes (``by_shape`` for its shape, else
-    ``packed_at``) hold the largest of ``sizes`` that is <= n, MKL's otherwise. The start-up cost measurement
-    runs whole passes with each kernel at each size, times every layer call in them, and keeps per layer shape
-    and size the faster kernel (:func:`foretell.engine.cost.measure_cost_points`); passes larger than any
-    measured size run on MKL (packed GEMMs of 260-640 rows spiked to 1.5x MKL's time on the Xeon below, at
-    sizes a few probes miss: a 380-token prompt plus a 26-token draft took 1.78 s instead of 1.22).
+    """Which fp32 GEMM the CPU runs for a pass of n rows, shared by every :class:`RowDispatchLinear` of one model:
+    the alternative kernel (``kernel``: oneDNN's packed GEMM, or foretell's) where the layer's packed sizes
+    (``by_shape`` for its shape, else ``packed_at``) hold the largest of ``sizes`` that is <= n, MKL's
+    otherwise. The start-up cost measurement runs whole passes with each kernel at each size, times every
+    layer call in them, and keeps per layer shape and size the faster kernel
+    (:func:`foretell.engine.cost.measure_cost_points`); passes larger than any measured size run on MKL
+    (packed GEMMs of 260-640 rows spiked to 1.5x MKL's time on the Xeon below, at sizes a few probes miss: a
+    380-token prompt plus a 26-token draft took 1.78 s instead of 1.22).
 
     Per shape, because the kernels rank differently by shape. On a 2-core Intel Xeon with AVX-512 (no AMX),
-    0.5B, in whole passes: MKL for 2-3 rows everywhere; from 4 rows packed for the MLP and the output head
-    (a 151936 x 896 head: 32 ms packed vs 41 ms MKL at 4 rows, but 22 vs 32 ms at 2 rows) while the attention
-    projections stay on MKL at every size (oneDNN's per-call overhead: 24 q projections of 896 x 896 took
-    6.8 ms packed vs 4.3 ms MKL at 4 rows); one plan for all layers cost 3-5% more at 4-8 rows. ``packed_at``
-    is what a shape measured nothing for gets (the default: packed from 4 rows)."""
+    0.5B, in whole passes: MKL for 2-3 rows everywhere; from 4 rows packed for the MLP and the output head (a
+    151936 x 896 head: 32 ms packed vs 41 ms MKL at 4 rows, but 22 vs 32 ms at 2 rows) while the attention
+    projections stay on MKL at every size (oneDNN's per-call overhead: 24 q projections of 896 x 896 took 6.8
+    ms packed vs 4.3 ms MKL at 4 rows); one plan for all layers cost 3-5% more at 4-8 rows. ``packed_at`` is
+    what a shape measured nothing for gets (the default: packed from 4 rows)."""
 
     sizes: tuple[int, ...] = (1, 4, 257)
     packed_at: frozenset[int] = frozenset({4})
     by_shape: dict[Shape, frozenset[int]] = field(default_factory=dict)
+    kernel: str = "packed"  # what the alternative to MKL is: "packed" (oneDNN) or "foretell" (cpu_gemm)
     force: bool | None = None  # while measuring: every call packed (True) or MKL (False)
     timings: dict[Shape, float] | None = None  # while measuring: seconds of this pass's calls, per layer shape
 
@@ -302,16 +306,18 @@ class KernelPlan:
 
     def describe(self) -> str:
         def one(at: frozenset[int]) -> str:
-            return ", ".join(f"{n}: {'packed' if n in at else 'MKL'}" for n in self.sizes[:-1]) + \
+            return ", ".join(f"{n}: {self.kernel if n in at else 'MKL'}" for n in self.sizes[:-1]) + \
                 f", >{self.sizes[-1] - 1}: MKL"
         return "; ".join([f"default {one(self.packed_at)}"] +
                          [f"{i}x{o} {one(at)}" for (i, o), at in sorted(self.by_shape.items())])
 
 
 class RowDispatchLinear(torch.nn.Module):
-    """An fp32 linear layer on the CPU with two kernels, MKL's GEMM on the dense weight or oneDNN's GEMM on a
-    copy packed once; each call takes the one its model's :class:`KernelPlan` names for the call's rows and
-    the layer's shape.
+    """An fp32 linear layer on the CPU with two kernels, MKL's GEMM on the dense weight or an alternative
+    (``packed``): foretell's own GEMM on the same weight (:mod:`foretell.engine.cpu_gemm`) where it builds,
+    else oneDNN's GEMM on a copy packed once; each call takes the one its model's :class:`KernelPlan` names
+    for the call's rows and the layer's shape. The measurements below compare MKL with oneDNN (before
+    foretell's kernel, which beats both from 4 rows: see its module).
 
     Measured on a 2-core Intel Xeon with AVX-512 (no AMX), whole 0.5B model: oneDNN packed is ~1.2x slower
     than MKL for 1-3 rows (MKL: 95 ms for 1-3 rows, packed 111-151 ms) but faster from 4 rows (156 vs 169 ms
@@ -322,12 +328,15 @@ class RowDispatchLinear(torch.nn.Module):
     in whole passes.
     """
 
-    def __init__(self, linear: torch.nn.Linear, plan: KernelPlan):
+    def __init__(self, linear: torch.nn.Linear, plan: KernelPlan, gemm: CpuGemm | None = None):
         super().__init__()
-        from torch.utils.mkldnn import MkldnnLinear
-
         self.dense = linear
-        self.packed = MkldnnLinear(linear, torch.float32)
+        if gemm is not None:  # foretell's kernel on the dense weight: no second copy
+            self.packed = functools.partial(gemm.linear, weight=linear.weight, bias=linear.bias)
+        else:
+            from torch.utils.mkldnn import MkldnnLinear
+
+            self.packed = MkldnnLinear(linear, torch.float32)
         self.plan = plan
         self.shape: Shape = (linear.in_features, linear.out_features)
 
@@ -346,18 +355,20 @@ class RowDispatchLinear(torch.nn.Module):
         return y
 
 
-def row_dispatch_cpu_linears(model) -> KernelPlan | None:
+def row_dispatch_cpu_linears(model, gemm: CpuGemm | None = None) -> KernelPlan | None:
     """Swap fp32 ``nn.Linear`` layers on the CPU (the output head too) for :class:`RowDispatchLinear` layers
-    sharing one :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN)."""
+    sharing one :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN).
+    The alternative to MKL is ``gemm`` (foretell's kernel, :mod:`foretell.engine.cpu_gemm`) where given, else
+    oneDNN's pre-packed GEMM."""
     param = next(model.parameters())
     if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
         return None
-    plan = KernelPlan()
+    plan = KernelPlan(kernel="foretell" if gemm is not None else "packed")
     with torch.no_grad():
         for module in list(model.modules()):
             for name, child in list(module.named_children()):
                 if type(child) is torch.nn.Linear:
-                    setattr(module, name, RowDispatchLinear(child, plan))
+                    setattr(module, name, RowDispatchLinear(child, plan, gemm))
     return plan
 
 

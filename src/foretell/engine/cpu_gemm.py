@@ -1,0 +1,153 @@
+"""foretell's fp32 GEMM for passes of a few rows on a CPU: a small C kernel built once with the machine's compiler.
+
+Why: a verify pass of k draft tokens is k + 1 rows through every linear layer. Those layers are memory-bound
+up to a few dozen rows (the weights are read once whatever the rows), so such a pass should cost about what
+one token does. The library kernels do not get there on a 2-core Xeon with AVX-512 (no AMX): MKL's GEMM repacks
+the weights on every call from 4 rows, and oneDNN's pre-packed one pays its own overhead. One MLP matrix of the
+1.5B (8960 x 1536, fp32), ms per call, weights not in cache:
+
+    rows           1     2     3     4     8     16    32
+    MKL          1.70  1.95  2.08  3.94  5.71  4.61  5.95
+    oneDNN       2.04  2.72  2.76  2.78  3.13  3.83  5.70
+    this kernel  1.82  1.86  1.95  1.99  2.62  3.16  4.79
+
+The kernel (``cpu_gemm.c``) reads 4 weight rows at a time, applies them to the input rows 4 at a time while
+they sit in L1 and prefetches the next weights. It needs AVX2 + FMA or AVX-512 and a C compiler (``cc``); it is
+compiled on first use with ``-O3 -march=native -fopenmp`` into the cache directory, linked to torch's own
+OpenMP runtime (one thread pool), and loaded with ctypes. Where any of that is missing, :func:`load` returns
+None and the engine keeps oneDNN's kernel. ``FORETELL_CPU_GEMM=0`` turns it off.
+
+Each output is one reduction over K in a fixed order, so a row's result does not depend on the other rows of
+the call (it is batch-invariant), though it may differ in the last bits from MKL's.
+
+Example::
+
+    gemm = load()                     # None where it cannot be built here
+    y = gemm.linear(x, weight, bias)  # == torch.nn.functional.linear(x, weight, bias), up to rounding
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("cpu_gemm.c")
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+
+
+class CpuGemm:
+    """The loaded kernel: :meth:`linear` computes ``F.linear`` for fp32 CPU tensors."""
+
+    def __init__(self, library: ctypes.CDLL, path: Path):
+        self.path = path
+        self._fn = library.foretell_linear
+        self._fn.restype = None
+        self._fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu":
+            raise TypeError("foretell's CPU GEMM takes fp32 CPU tensors")
+        n, k = weight.shape
+        if x.shape[-1] != k:
+            raise ValueError(f"input has {x.shape[-1]} features, the weight {k}")
+        rows = x.reshape(-1, k).contiguous()
+        weight = weight.contiguous()
+        out = torch.empty(rows.shape[0], n, dtype=torch.float32)
+        if rows.shape[0]:
+            self._fn(rows.data_ptr(), weight.data_ptr(), bias.contiguous().data_ptr() if bias is not None else None,
+                     out.data_ptr(), rows.shape[0], n, k, torch.get_num_threads())
+        return out.reshape(*x.shape[:-1], n)
+
+
+def supported_cpu() -> bool:
+    """Whether this CPU has the instructions the kernel is written for (AVX-512F, or AVX2 with FMA)."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability.startswith("AVX512"):
+        return True
+    if capability != "AVX2":
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " fma " in flags or flags.rstrip().endswith(" fma")
+
+
+def _torch_lib() -> Path:
+    return Path(torch.__file__).parent / "lib"
+
+
+def _compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def _build(cache_dir: Path) -> Path:
+    """Compile the kernel into ``cache_dir`` (once per source, flags, compiler and torch) and return the library."""
+    compiler = _compiler()
+    if compiler is None:
+        raise RuntimeError("no C compiler (cc) found")
+    source = SOURCE.read_bytes()
+    torch_lib = _torch_lib()
+    key = hashlib.sha256(b"|".join([source, " ".join(FLAGS).encode(), compiler.encode(), torch.__version__.encode(),
+                                    str(torch_lib).encode(), _cpu_model().encode()])).hexdigest()[:16]
+    target = cache_dir / "kernels" / key / "libforetell_gemm.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    cmd = [compiler, *FLAGS, str(SOURCE), "-o", str(tmp), f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {result.stderr.strip()[:500]}")
+    os.replace(tmp, target)  # atomic: a concurrent build of the same key writes the same bytes
+    return target
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "flags")):
+                return line
+    except OSError:
+        pass
+    return torch.backends.cpu.get_cpu_capability()
+
+
+@lru_cache(maxsize=1)
+def load() -> CpuGemm | None:
+    """The kernel, built on first use; None where it cannot run here (reason logged once)."""
+    if os.environ.get("FORETELL_CPU_GEMM", "1") == "0":
+        return None
+    if not sys.platform.startswith("linux") or not supported_cpu():
+        log.info("foretell's CPU GEMM: not used on this platform/CPU (%s)", torch.backends.cpu.get_cpu_capability())
+        return None
+    from foretell.paths import cache_dir
+
+    try:
+        path = _build(cache_dir())
+        gemm = CpuGemm(ctypes.CDLL(str(path)), path)
+        _check(gemm)
+    except Exception as exc:  # noqa: BLE001 - any failure means: keep the library kernels
+        log.warning("foretell's CPU GEMM is not available, the library kernels are used: %s", exc)
+        return None
+    return gemm
+
+
+def _check(gemm: CpuGemm) -> None:
+    """Refuse a build that computes wrong results (a broken compiler or runtime)."""
+    gen = torch.Generator().manual_seed(0)
+    x, w, b = (torch.randn(*s, generator=gen) for s in ((5, 37), (9, 37), (9,)))
+    expected = torch.nn.functional.linear(x.double(), w.double(), b.double()).float()
+    if not torch.allclose(gemm.linear(x, w, b), expected, atol=1e-4, rtol=1e-4):
+        raise RuntimeError("the built kernel's results differ from torch's")

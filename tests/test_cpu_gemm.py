@@ -1,0 +1,77 @@
+"""foretell's CPU GEMM (engine/cpu_gemm.c): F.linear's results, rows independent of each other, and a clean
+refusal where it cannot be built."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from foretell.engine import cpu_gemm
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    built = cpu_gemm.load()
+    if built is None:
+        if cpu_gemm.supported_cpu() and cpu_gemm._compiler():
+            pytest.fail("the kernel should build on this machine (AVX2/AVX-512 and a C compiler are here)")
+        pytest.skip("no AVX2/AVX-512 or no C compiler: the engine keeps the library kernels")
+    return built
+
+
+@pytest.mark.parametrize("n,k", [(48, 32), (50, 37), (3, 16), (130, 896), (7, 5)])
+def test_matches_a_float64_reference_with_and_without_bias(gemm, n, k):
+    gen = torch.Generator().manual_seed(n * 1000 + k)
+    w, b = torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
+    for rows in (1, 2, 3, 4, 5, 8, 13, 33):
+        x = torch.randn(rows, k, generator=gen)
+        for bias in (None, b):
+            expected = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
+            torch.testing.assert_close(gemm.linear(x, w, bias), expected.float(), rtol=1e-5, atol=1e-4)
+
+
+def test_keeps_leading_dimensions_and_takes_non_contiguous_input(gemm):
+    w = torch.randn(24, 40)
+    x = torch.randn(40, 2, 6).permute(1, 2, 0)  # (2, 6, 40), not contiguous
+    got = gemm.linear(x, w)
+    assert got.shape == (2, 6, 24)
+    torch.testing.assert_close(got, torch.nn.functional.linear(x, w), rtol=1e-5, atol=1e-4)
+    assert gemm.linear(torch.randn(0, 40), w).shape == (0, 24)
+
+
+def test_a_rows_result_does_not_depend_on_the_other_rows(gemm):
+    """Each output is one fixed-order reduction, whatever the call's row count: bit for bit (MKL's small-M
+    GEMM does not promise this)."""
+    gen = torch.Generator().manual_seed(1)
+    w, b = torch.randn(70, 300, generator=gen), torch.randn(70, generator=gen)
+    x = torch.randn(19, 300, generator=gen)
+    alone = torch.cat([gemm.linear(x[i:i + 1], w, b) for i in range(19)])
+    for rows in (2, 3, 4, 5, 7, 8, 12, 19):
+        assert torch.equal(gemm.linear(x[:rows], w, b), alone[:rows]), rows
+        assert torch.equal(gemm.linear(x[19 - rows:], w, b), alone[19 - rows:]), rows
+
+
+def test_wrong_inputs_are_refused(gemm):
+    with pytest.raises(TypeError):
+        gemm.linear(torch.randn(2, 8, dtype=torch.float64), torch.randn(4, 8))
+    with pytest.raises(ValueError):
+        gemm.linear(torch.randn(2, 9), torch.randn(4, 8))
+
+
+def test_not_built_when_turned_off_or_without_a_working_compiler(monkeypatch, tmp_path, gemm):
+    monkeypatch.setenv("FORETELL_CACHE_DIR", str(tmp_path))
+    cpu_gemm.load.cache_clear()
+    try:
+        monkeypatch.setenv("FORETELL_CPU_GEMM", "0")
+        assert cpu_gemm.load() is None
+        monkeypatch.delenv("FORETELL_CPU_GEMM")
+        cpu_gemm.load.cache_clear()
+        monkeypatch.setenv("CC", "false")  # a compiler that fails: the library kernels stay
+        assert cpu_gemm.load() is None
+        assert not list(tmp_path.rglob("*.so"))
+        monkeypatch.delenv("CC")
+        cpu_gemm.load.cache_clear()
+        built = cpu_gemm.load()  # built afresh into the new cache directory
+        assert built is not None and built.path.is_relative_to(tmp_path)
+    finally:
+        cpu_gemm.load.cache_clear()
