@@ -428,7 +428,7 @@ def test_row_dispatch_with_foretells_cpu_gemm_uses_the_dense_weight_and_stays_lo
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     ps = prompts(tokenizer, 3, seed=17)
     reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
-    plan = row_dispatch_cpu_linears(model, gemm)
+    plan = row_dispatch_cpu_linears(model, own_gemm=True)
     assert plan is not None and plan.kernel == "foretell" and "4: foretell" in plan.describe()
     layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
     assert layers and not any(isinstance(m, MkldnnLinear) for m in model.modules())

@@ -21,7 +21,6 @@ from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
 from foretell.core.tokens import TokenClasses
 from foretell.core.verify import VerifyResult, verify_tree
-from foretell.engine import cpu_gemm
 from foretell.engine.api import (
     GenerationRequest,
     QueueFullError,
@@ -399,15 +398,10 @@ def _cpu_linears(model, packed_only: bool) -> tuple[str | bool, KernelPlan | Non
     # The output head gets both kernels too, tied or not: untied (the GGUF models here have their own output
     # matrix) its dense copy costs 545 MB on the 0.5B, and buys 2-3-row passes (a one- or two-token draft,
     # what edits mostly verify) 7% less time: 104.4 vs 111.8 ms and 110.6 vs 118.5 ms, whole model.
-    plan = row_dispatch_cpu_linears(model, cpu_gemm.load() if _fp32_cpu(model) else None)
+    plan = row_dispatch_cpu_linears(model, own_gemm=True)
     if plan is None:
         return False, None
     return ("dispatch" if plan.kernel == "packed" else f"dispatch+{plan.kernel}"), plan
-
-
-def _fp32_cpu(model) -> bool:
-    param = next(model.parameters())
-    return param.device.type == "cpu" and param.dtype == torch.float32
 
 
 def _max_model_len(model, config: EngineConfig) -> int:

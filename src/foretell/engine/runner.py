@@ -30,6 +30,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from foretell.engine import cpu_gemm
 from foretell.engine.cpu_gemm import CpuGemm
 from foretell.engine.kv_cache import KVShape, SeqKV
 
@@ -355,14 +356,15 @@ class RowDispatchLinear(torch.nn.Module):
         return y
 
 
-def row_dispatch_cpu_linears(model, gemm: CpuGemm | None = None) -> KernelPlan | None:
+def row_dispatch_cpu_linears(model, own_gemm: bool = False) -> KernelPlan | None:
     """Swap fp32 ``nn.Linear`` layers on the CPU (the output head too) for :class:`RowDispatchLinear` layers
     sharing one :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN).
-    The alternative to MKL is ``gemm`` (foretell's kernel, :mod:`foretell.engine.cpu_gemm`) where given, else
-    oneDNN's pre-packed GEMM."""
+    The alternative to MKL is foretell's kernel (:mod:`foretell.engine.cpu_gemm`) with ``own_gemm`` where it
+    builds, else oneDNN's pre-packed GEMM."""
     param = next(model.parameters())
     if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
         return None
+    gemm = cpu_gemm.load() if own_gemm else None
     plan = KernelPlan(kernel="foretell" if gemm is not None else "packed")
     with torch.no_grad():
         for module in list(model.modules()):
