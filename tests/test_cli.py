@@ -53,6 +53,8 @@ def test_serve_options_map_to_engine_config():
         "m", "float32", "cpu", 4096, 2, 3, 16
     )
     assert (args.host, args.port, args.api_key) == ("127.0.0.1", 8000, None)
+    assert cfg.prefix_cache is True
+    assert cli._engine_config(cli.build_parser().parse_args(["serve", "--no-prefix-cache"])).prefix_cache is False
 
 
 def test_serve_loads_the_packaged_drafter_of_the_1_5b_unless_told_otherwise():

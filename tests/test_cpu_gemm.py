@@ -51,11 +51,42 @@ def test_a_rows_result_does_not_depend_on_the_other_rows(gemm):
         assert torch.equal(gemm.linear(x[19 - rows:], w, b), alone[19 - rows:]), rows
 
 
+@pytest.mark.parametrize("n,k", [(9, 37), (130, 67), (64, 896), (7, 5), (13, 3000)])
+def test_bf16_weights_give_the_bits_of_their_fp32_widening(gemm, n, k):
+    """Weights stored as bf16 (half the bytes) are widened exactly in registers: every output equals the fp32
+    kernel's on the widened weights bit for bit, for one tile of rows and more (a block widened once into a
+    buffer for short rows, widened as read for long ones: k = 3000), and rows stay independent."""
+    gen = torch.Generator().manual_seed(n + k)
+    narrow, b = torch.randn(n, k, generator=gen).bfloat16(), torch.randn(n, generator=gen)
+    wide = narrow.float()
+    x = torch.randn(17, k, generator=gen)
+    alone = gemm.linear(x[:1], narrow, b)
+    for rows in (1, 2, 3, 4, 5, 8, 9, 17):
+        for bias in (None, b):
+            got = gemm.linear(x[:rows], narrow, bias)
+            assert torch.equal(got, gemm.linear(x[:rows], wide, bias)), (rows, bias is None)
+        assert torch.equal(gemm.linear(x[:rows], narrow, b)[:1], alone), rows
+    expected = torch.nn.functional.linear(x.double(), wide.double(), b.double()).float()
+    torch.testing.assert_close(gemm.linear(x, narrow, b), expected, rtol=1e-5, atol=1e-4)
+
+
+def test_exact_bf16_narrows_only_weights_that_are_exactly_bf16():
+    w = torch.randn(6, 10).bfloat16().float()
+    narrow = cpu_gemm.exact_bf16(w)
+    assert narrow is not None and narrow.dtype == torch.bfloat16 and torch.equal(narrow.float(), w)
+    w[2, 3] += 1e-6  # one value that a bf16 cannot hold
+    assert cpu_gemm.exact_bf16(w) is None
+
+
 def test_wrong_inputs_are_refused(gemm):
     with pytest.raises(TypeError):
         gemm.linear(torch.randn(2, 8, dtype=torch.float64), torch.randn(4, 8))
     with pytest.raises(ValueError):
         gemm.linear(torch.randn(2, 9), torch.randn(4, 8))
+    with pytest.raises(TypeError):  # fp16 weights: neither fp32 nor bf16
+        gemm.linear(torch.randn(2, 8), torch.randn(4, 8).half())
+    with pytest.raises(TypeError):
+        gemm.linear(torch.randn(2, 8), torch.randn(4, 8).bfloat16(), torch.randn(4).bfloat16())
 
 
 def test_not_built_when_turned_off_or_without_a_working_compiler(monkeypatch, tmp_path, gemm):

@@ -443,3 +443,49 @@ def test_row_dispatch_with_foretells_cpu_gemm_uses_the_dense_weight_and_stays_lo
     rng = random.Random(5)
     got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
     assert got == plain == reference
+
+
+def test_row_dispatch_keeps_only_bf16_weights_where_they_are_exact_and_stays_lossless(tokenizer):
+    """A model whose fp32 weights are all exactly bf16 (the packaged models) keeps only bf16 copies of its
+    linear layers: foretell's kernel reads them (half the bytes), MKL's widens them per call, and greedy
+    outputs, with edited predictions while passes switch kernels, equal HF's on the fp32 model. A head tied to
+    the input embedding shares the embedding's bf16 copy."""
+    from foretell.engine import cpu_gemm
+    from foretell.engine.runner import RowDispatchLinear, row_dispatch_cpu_linears
+
+    if cpu_gemm.load() is None:
+        pytest.skip("foretell's CPU GEMM cannot be built here")
+    model = make_tiny_model(seed=6)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.bfloat16().float())  # fp32 weights that are exactly bf16, as a converted checkpoint's
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ps = prompts(tokenizer, 3, seed=19)
+    reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
+    fp32_bytes = sum(p.numel() * 4 for p in model.parameters())
+    embedding_elems = model.get_input_embeddings().weight.numel()
+    plan = row_dispatch_cpu_linears(model, own_gemm=True)
+    assert plan is not None and plan.kernel == "foretell+bf16"
+    layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
+    assert layers and all(m.weight.dtype == torch.bfloat16 for m in layers)  # the head too (untied)
+    assert model.get_input_embeddings().weight.dtype == torch.bfloat16
+    assert next(model.parameters()).dtype == torch.float32  # what the KV cache's dtype is read from
+    narrowed = sum(m.weight.numel() for m in layers) + embedding_elems
+    tensors = [*model.parameters(), *model.buffers()]
+    assert sum(p.numel() * p.element_size() for p in tensors if p.is_floating_point()) <= fp32_bytes - 2 * narrowed + 4096
+    plan.sizes, plan.packed_at = (1, 2, 3, 5), frozenset({2, 5})  # 1, 3-4 and >= 6 rows (prefill) widen for MKL
+    plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, request_id=str(i)) for i, p in enumerate(ps)])
+    rng = random.Random(7)
+    got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
+    assert got == plain == reference
+
+    tied = make_tiny_model(seed=6)
+    tied.lm_head.weight = tied.get_input_embeddings().weight
+    with torch.no_grad():
+        for p in tied.parameters():
+            p.copy_(p.bfloat16().float())
+    tied_reference = hf_greedy(tied, ps[0], 40, eos)
+    row_dispatch_cpu_linears(tied, own_gemm=True)
+    head = tied.get_output_embeddings()
+    assert head.weight.dtype == torch.bfloat16 and head.weight is tied.get_input_embeddings().weight
+    assert run(make_engine(tied, tokenizer, k_max=0), [request(ps[0], 40, request_id="t")])["t"] == tied_reference

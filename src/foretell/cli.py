@@ -41,7 +41,8 @@ def _engine_config(args: argparse.Namespace, **overrides):
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len,
                   exact=getattr(args, "exact", False), cpu_linears=getattr(args, "cpu_linears", "dispatch"))
-    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k"):
+    for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k",
+                 "prefix_cache"):
         value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
@@ -99,6 +100,8 @@ def _add_serve(sub) -> None:
     g.add_argument("--max-num-seqs", type=int, default=None, help="requests running concurrently (default: 8)")
     g.add_argument("--max-queue", type=int, default=None, help="requests waiting beyond those; more get HTTP 429 (default: 64)")
     g.add_argument("--k-max", type=int, default=None, help="most draft tokens verified per request and step; 0 disables speculation (default: 128)")
+    g.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false", default=None,
+                   help="prefill every prompt in full (default: reuse the KV of a prompt prefix seen before)")
     g.add_argument("--trace", dest="trace_path", default=None, metavar="FILE",
                    help="append a JSON line per request and step: source, k and why, accepted tokens, aligner state")
     g = p.add_argument_group("draft model (requests opt in with speculation.method 'draft' or 'cascade')")

@@ -195,7 +195,8 @@ def drafter_part(proposer: Proposer | None) -> DraftModelProposer | None:
 def parameter_ratio(draft_model, target_model) -> float:
     """The drafter's parameters over the target's: what one drafter pass costs in target passes (decoding is
     bound by reading the weights), the price the draft policy puts on drafting a token."""
-    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    count = lambda model: sum(p.numel() for p in (*model.parameters(), *model.buffers()))  # noqa: E731 (bf16
+    # weights kept for foretell's CPU kernel are buffers)
     return count(draft_model) / max(1, count(target_model))
 
 
