@@ -445,11 +445,13 @@ def test_row_dispatch_with_foretells_cpu_gemm_uses_the_dense_weight_and_stays_lo
     assert got == plain == reference
 
 
-def test_row_dispatch_keeps_only_bf16_weights_where_they_are_exact_and_stays_lossless(tokenizer):
-    """A model whose fp32 weights are all exactly bf16 (the packaged models) keeps only bf16 copies of its
-    linear layers: foretell's kernel reads them (half the bytes), MKL's widens them per call, and greedy
-    outputs, with edited predictions while passes switch kernels, equal HF's on the fp32 model. A head tied to
-    the input embedding shares the embedding's bf16 copy."""
+@pytest.mark.parametrize("lean", [False, True])
+def test_row_dispatch_reads_bf16_copies_where_weights_are_exact_and_stays_lossless(tokenizer, lean):
+    """A model whose fp32 weights are all exactly bf16 (the packaged models) gets bf16 copies of its linear
+    layers for foretell's kernel (half the bytes); MKL reads the fp32 weights, or with ``lean`` the bf16 ones
+    widened per call (no fp32 copy kept). The output head and the input embedding keep only bf16 copies (one,
+    shared, where they are tied). Greedy outputs, with edited predictions while passes switch kernels, equal
+    HF's on the fp32 model."""
     from foretell.engine import cpu_gemm
     from foretell.engine.runner import RowDispatchLinear, row_dispatch_cpu_linears
 
@@ -464,16 +466,21 @@ def test_row_dispatch_keeps_only_bf16_weights_where_they_are_exact_and_stays_los
     reference = {str(i): hf_greedy(model, p, 40, eos) for i, p in enumerate(ps)}
     fp32_bytes = sum(p.numel() * 4 for p in model.parameters())
     embedding_elems = model.get_input_embeddings().weight.numel()
-    plan = row_dispatch_cpu_linears(model, own_gemm=True)
-    assert plan is not None and plan.kernel == "foretell+bf16"
+    plan = row_dispatch_cpu_linears(model, own_gemm=True, lean=lean)
+    assert plan is not None and plan.kernel == ("foretell+bf16" if lean else "foretell+bf16+fp32")
+    head = model.get_output_embeddings()
     layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
-    assert layers and all(m.weight.dtype == torch.bfloat16 for m in layers)  # the head too (untied)
+    assert head in layers and head.weight.dtype == torch.bfloat16
+    assert all(m.packed.keywords["weight"].dtype == torch.bfloat16 for m in layers)  # the kernel's copy
+    body = [m for m in layers if m is not head]
+    assert all(m.weight.dtype == (torch.bfloat16 if lean else torch.float32) for m in body)  # what MKL reads
     assert model.get_input_embeddings().weight.dtype == torch.bfloat16
     assert next(model.parameters()).dtype == torch.float32  # what the KV cache's dtype is read from
-    narrowed = sum(m.weight.numel() for m in layers) + embedding_elems
-    tensors = [*model.parameters(), *model.buffers()]
-    assert sum(p.numel() * p.element_size() for p in tensors if p.is_floating_point()) <= fp32_bytes - 2 * narrowed + 4096
-    plan.sizes, plan.packed_at = (1, 2, 3, 5), frozenset({2, 5})  # 1, 3-4 and >= 6 rows (prefill) widen for MKL
+    if lean:  # one copy of each weight, in bf16
+        narrowed = sum(m.weight.numel() for m in layers) + embedding_elems
+        tensors = [*model.parameters(), *model.buffers()]
+        assert sum(p.numel() * p.element_size() for p in tensors if p.is_floating_point()) <= fp32_bytes - 2 * narrowed + 4096
+    plan.sizes, plan.packed_at = (1, 2, 3, 5), frozenset({2, 5})  # 1, 3-4 and >= 6 rows (prefill) on MKL
     plain = run(make_engine(model, tokenizer, k_max=0), [request(p, 40, request_id=str(i)) for i, p in enumerate(ps)])
     rng = random.Random(7)
     got = run(make_engine(model, tokenizer), [request(p, 40, prediction=edited(plain[str(i)], rng, len(tokenizer)), request_id=str(i)) for i, p in enumerate(ps)])
@@ -485,7 +492,7 @@ def test_row_dispatch_keeps_only_bf16_weights_where_they_are_exact_and_stays_los
         for p in tied.parameters():
             p.copy_(p.bfloat16().float())
     tied_reference = hf_greedy(tied, ps[0], 40, eos)
-    row_dispatch_cpu_linears(tied, own_gemm=True)
+    row_dispatch_cpu_linears(tied, own_gemm=True, lean=lean)
     head = tied.get_output_embeddings()
     assert head.weight.dtype == torch.bfloat16 and head.weight is tied.get_input_embeddings().weight
     assert run(make_engine(tied, tokenizer, k_max=0), [request(ps[0], 40, request_id="t")])["t"] == tied_reference

@@ -82,13 +82,14 @@ class LLMEngine:
         device = pick_device(config.device)
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
-        prepacked, plan = _cpu_linears(model, packed_only=config.exact or config.cpu_linears == "packed")
+        prepacked, plan = _cpu_linears(model, packed_only=config.exact or config.cpu_linears == "packed",
+                                       lean=config.cpu_linears == "lean")
         tokenizer = load_tokenizer(resolved.path)
         runner, drafter = ModelRunner(model, exact=config.exact), None
         if config.draft_model:
             drafted = resolve_model(config.draft_model)
             draft = load_model(drafted.path, dtype=dtype, device=device)
-            _cpu_linears(draft, packed_only=config.cpu_linears == "packed")
+            _cpu_linears(draft, packed_only=config.cpu_linears == "packed", lean=config.cpu_linears == "lean")
             drafter = DraftModel(
                 ModelRunner(draft), runner.vocab_size, config.draft_k,
                 target_tokenizer=tokenizer, tokenizer=load_tokenizer(drafted.path),
@@ -388,17 +389,18 @@ class LLMEngine:
         return outputs
 
 
-def _cpu_linears(model, packed_only: bool) -> tuple[str | bool, KernelPlan | None]:
-    """fp32 on a CPU: linear layers that run MKL or oneDNN pre-packed by the pass's size (one
-    :class:`KernelPlan` per model, measured with the cost curve), or oneDNN packed everywhere
+def _cpu_linears(model, packed_only: bool, lean: bool = False) -> tuple[str | bool, KernelPlan | None]:
+    """fp32 on a CPU: linear layers that run MKL or foretell's GEMM (oneDNN pre-packed where it cannot be
+    built) by the pass's size (one :class:`KernelPlan` per model, measured with the cost curve; ``lean``: bf16
+    weights only, see :func:`row_dispatch_cpu_linears`), or oneDNN packed everywhere
     (``EngineConfig.cpu_linears="packed"``: one copy of the weights; and exact mode's choice: its rows are
     independent). Returns what the cost cache's key records (False where nothing was swapped) and the plan."""
     if packed_only:
         return prepack_cpu_linears(model) > 0, None
-    # The output head gets both kernels too, tied or not: untied (the GGUF models here have their own output
-    # matrix) its dense copy costs 545 MB on the 0.5B, and buys 2-3-row passes (a one- or two-token draft,
-    # what edits mostly verify) 7% less time: 104.4 vs 111.8 ms and 110.6 vs 118.5 ms, whole model.
-    plan = row_dispatch_cpu_linears(model, own_gemm=True)
+    # The output head gets both kernels too, tied or not (the GGUF models here have their own output matrix).
+    # With oneDNN it bought 2-3-row passes 7% less time (104.4 vs 111.8 ms, whole model); with foretell's
+    # kernel on bf16 weights MKL never wins there, and the head keeps only its bf16 copy.
+    plan = row_dispatch_cpu_linears(model, own_gemm=True, lean=lean)
     if plan is None:
         return False, None
     return ("dispatch" if plan.kernel == "packed" else f"dispatch+{plan.kernel}"), plan

@@ -355,19 +355,20 @@ class RowDispatchLinear(torch.nn.Module):
     Timing layers alone (weights hot in cache) chose differently from whole passes, hence the plan is measured
     in whole passes.
 
-    With ``narrowed`` (the weight as bf16, every value exact) the layer keeps only that copy: foretell's kernel
-    reads it (1.4-1.9x faster than from fp32 for 1-4 rows on the 0.5B's matrices), MKL gets it widened per
-    call (:class:`_WidenedLinear`). The outputs are the same bits as with the fp32 weight.
+    With ``narrowed`` (the weight as bf16, every value exact) foretell's kernel reads that copy (1.4-1.9x faster
+    than from fp32 for 1-4 rows on the 0.5B's matrices) and MKL the fp32 weight (``keep_dense``) or the bf16 one
+    widened per call (:class:`_WidenedLinear`: no fp32 copy, prefill ~6% slower). The outputs are the same bits
+    as with the fp32 weight.
     """
 
     def __init__(self, linear: torch.nn.Linear, plan: KernelPlan, gemm: CpuGemm | None = None,
-                 narrowed: torch.Tensor | None = None):
+                 narrowed: torch.Tensor | None = None, keep_dense: bool = False):
         super().__init__()
         self.dense: torch.nn.Module = linear
-        if gemm is not None and narrowed is not None:  # bf16 weights only (exact copies): half the bytes for
-            # foretell's kernel, and MKL widens them per call
-            self.dense = _WidenedLinear(narrowed, linear.bias)
-            self.packed = functools.partial(gemm.linear, weight=self.dense.weight, bias=linear.bias)
+        if gemm is not None and narrowed is not None:  # foretell's kernel reads the bf16 copy (half the bytes);
+            # MKL the fp32 weight (keep_dense) or the bf16 one widened per call
+            self.dense = linear if keep_dense else _WidenedLinear(narrowed, linear.bias)
+            self.packed = functools.partial(gemm.linear, weight=narrowed, bias=linear.bias)
         elif gemm is not None:  # foretell's kernel on the dense weight: no second copy
             self.packed = functools.partial(gemm.linear, weight=linear.weight, bias=linear.bias)
         else:
@@ -379,7 +380,7 @@ class RowDispatchLinear(torch.nn.Module):
 
     @property
     def weight(self) -> torch.Tensor:
-        """The layer's weight: fp32, or bf16 where only that copy is kept (``narrowed``)."""
+        """The layer's weight as MKL reads it: fp32, or bf16 where only that copy is kept."""
         return self.dense.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -393,23 +394,27 @@ class RowDispatchLinear(torch.nn.Module):
         return y
 
 
-def row_dispatch_cpu_linears(model, own_gemm: bool = False) -> KernelPlan | None:
+def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) -> KernelPlan | None:
     """Swap fp32 ``nn.Linear`` layers on the CPU (the output head too) for :class:`RowDispatchLinear` layers
     sharing one :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN).
     The alternative to MKL is foretell's kernel (:mod:`foretell.engine.cpu_gemm`) with ``own_gemm`` where it
-    builds, else oneDNN's pre-packed GEMM. With foretell's kernel, a layer (and the input embedding) whose
-    weights are all exactly bf16 (the packaged models: converted to bf16, computed in fp32) keeps only its
-    bf16 copy, shared by a tied head and embedding; the plan's kernel is then ``foretell+bf16``."""
+    builds, else oneDNN's pre-packed GEMM.
+
+    With foretell's kernel, layers whose weights are all exactly bf16 (the packaged models: converted to bf16,
+    computed in fp32) get a bf16 copy for it; MKL keeps the fp32 weights (plan kernel ``foretell+bf16+fp32``)
+    or, with ``lean``, gets the bf16 ones widened per call (``foretell+bf16``: one copy). The output head runs
+    a few rows per pass (only the positions that need logits), so it keeps only the bf16 copy either way, as
+    does the input embedding (widened where looked up), shared with a tied head."""
     param = next(model.parameters())
     if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
         return None
     gemm = cpu_gemm.load() if own_gemm else None
     plan = KernelPlan(kernel="foretell" if gemm is not None else "packed")
-    embedding, tied = model.get_input_embeddings(), None
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    tied = head is not None and embedding is not None and head.weight is embedding.weight
     if gemm is not None and type(embedding) is torch.nn.Embedding:
         narrow_embedding = cpu_gemm.exact_bf16(embedding.weight)
         if narrow_embedding is not None:
-            tied = embedding.weight
             model.set_input_embeddings(_NarrowEmbedding(narrow_embedding, embedding.padding_idx))
     narrowed = 0
     with torch.no_grad():
@@ -418,13 +423,14 @@ def row_dispatch_cpu_linears(model, own_gemm: bool = False) -> KernelPlan | None
                 if type(child) is torch.nn.Linear:
                     narrow = None
                     if gemm is not None:  # a head tied to the embedding shares its bf16 copy
-                        narrow = model.get_input_embeddings().weight if child.weight is tied else \
+                        narrow = model.get_input_embeddings().weight if child is head and tied else \
                             cpu_gemm.exact_bf16(child.weight)
-                    layer = RowDispatchLinear(child, plan, gemm, narrow)
-                    narrowed += layer.weight.dtype == torch.bfloat16
+                    narrow = narrow if narrow is None or narrow.dtype == torch.bfloat16 else None
+                    layer = RowDispatchLinear(child, plan, gemm, narrow, keep_dense=not lean and child is not head)
+                    narrowed += narrow is not None
                     setattr(module, name, layer)
     if narrowed:
-        plan.kernel = "foretell+bf16"
+        plan.kernel = "foretell+bf16" if lean else "foretell+bf16+fp32"
     return plan
 
 
