@@ -280,7 +280,7 @@ class KernelPlan:
     sizes: tuple[int, ...] = (1, 4, 257)
     packed_at: frozenset[int] = frozenset({4})
     by_shape: dict[Shape, frozenset[int]] = field(default_factory=dict)
-    kernel: str = "packed"  # the alternative to MKL: "packed" (oneDNN), "foretell" (cpu_gemm), "foretell+bf16"
+    kernel: str = "packed"  # the alternative to MKL: "packed" (oneDNN), "foretell" (cpu_gemm), "foretell+bf16[+fp32]"
     force: bool | None = None  # while measuring: every call packed (True) or MKL (False)
     timings: dict[Shape, float] | None = None  # while measuring: seconds of this pass's calls, per layer shape
 
@@ -316,8 +316,8 @@ class KernelPlan:
 class _WidenedLinear(torch.nn.Module):
     """A linear layer that keeps only bf16 weights (exact copies of fp32 ones) and runs MKL's GEMM on them
     widened to fp32 for each call: the large passes (prefill) of a :class:`RowDispatchLinear` whose small ones
-    run foretell's kernel on the bf16 weights. Widening made a 938-token prefill of the 0.5B 6% slower on the
-    Xeon below (2.95 vs 2.77 s), and saves 0.5 GB."""
+    run foretell's kernel on the bf16 weights (``--cpu-linears lean``). Widening made a 938-token prefill of
+    the 0.5B 6% slower on the Xeon below (2.95 vs 2.77 s); not keeping the fp32 copy saves ~1.4 GB there."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
@@ -412,6 +412,7 @@ def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) 
     plan = KernelPlan(kernel="foretell" if gemm is not None else "packed")
     embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
     tied = head is not None and embedding is not None and head.weight is embedding.weight
+    narrow_embedding = None
     if gemm is not None and type(embedding) is torch.nn.Embedding:
         narrow_embedding = cpu_gemm.exact_bf16(embedding.weight)
         if narrow_embedding is not None:
@@ -423,9 +424,7 @@ def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) 
                 if type(child) is torch.nn.Linear:
                     narrow = None
                     if gemm is not None:  # a head tied to the embedding shares its bf16 copy
-                        narrow = model.get_input_embeddings().weight if child is head and tied else \
-                            cpu_gemm.exact_bf16(child.weight)
-                    narrow = narrow if narrow is None or narrow.dtype == torch.bfloat16 else None
+                        narrow = narrow_embedding if child is head and tied else cpu_gemm.exact_bf16(child.weight)
                     layer = RowDispatchLinear(child, plan, gemm, narrow, keep_dense=not lean and child is not head)
                     narrowed += narrow is not None
                     setattr(module, name, layer)
