@@ -47,7 +47,7 @@ def pass_times(engines: dict, sizes: list[int], context: int, rounds: int) -> di
         for n in sizes:
             for mode, engine in engines.items():
                 kv, gen = kvs[mode]
-                seconds = _timed_pass(engine.runner, kv, n, engine.runner.vocab_size, gen)
+                seconds, _shapes = _timed_pass(engine.runner, kv, n, engine.runner.vocab_size, gen)
                 if _ > 0:
                     best[mode][n] = min(best[mode][n], seconds)
     return best

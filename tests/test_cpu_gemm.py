@@ -3,6 +3,8 @@ refusal where it cannot be built."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -70,6 +72,38 @@ def test_bf16_weights_give_the_bits_of_their_fp32_widening(gemm, n, k):
     torch.testing.assert_close(gemm.linear(x, narrow, b), expected, rtol=1e-5, atol=1e-4)
 
 
+@pytest.fixture(params=["native", "widened"])
+def bf16_route(gemm, request):
+    """bf16 inputs with bf16 weights: VDPBF16PS where the CPU has AVX512-BF16, else widened to fp32."""
+    if request.param == "native":
+        if not gemm.bf16dot:
+            if "avx512_bf16" in cpu_gemm._cpu_model():
+                pytest.fail("this CPU has AVX512-BF16: the native bf16 kernel should have been built")
+            pytest.skip("no AVX512-BF16 here")
+        return gemm
+    widened = copy.copy(gemm)
+    widened._dot = None
+    return widened
+
+
+@pytest.mark.parametrize("n,k", [(9, 37), (130, 64), (64, 896), (7, 5), (13, 3000), (5, 33)])
+def test_bf16_inputs_match_a_float64_reference_and_rows_stay_independent(bf16_route, n, k):
+    """A bf16 model's layer: bf16 in, bf16 out (each output rounded once), within bf16 rounding of the exact
+    product; a row's bits do not depend on the other rows of the call (tiles of 1-4 rows, N and K tails)."""
+    gen = torch.Generator().manual_seed(n * 7 + k)
+    w, b = torch.randn(n, k, generator=gen).bfloat16(), torch.randn(n, generator=gen).bfloat16()
+    x = torch.randn(17, k, generator=gen).bfloat16()
+    expected = torch.nn.functional.linear(x.double(), w.double(), b.double())
+    got = bf16_route.linear(x, w, b)
+    assert got.dtype == torch.bfloat16 and got.shape == (17, n)
+    torch.testing.assert_close(got.double(), expected, rtol=1.6e-2, atol=1e-3 * k ** 0.5)
+    alone = torch.cat([bf16_route.linear(x[i:i + 1], w, b) for i in range(17)])
+    for rows in (1, 2, 3, 4, 5, 8, 9, 17):
+        assert torch.equal(bf16_route.linear(x[:rows], w, b), alone[:rows]), rows
+        assert torch.equal(bf16_route.linear(x[17 - rows:], w, b), alone[17 - rows:]), rows
+    assert torch.equal(bf16_route.linear(x, w), bf16_route.linear(x, w, torch.zeros(n))), "a zero bias adds nothing"
+
+
 def test_exact_bf16_narrows_only_weights_that_are_exactly_bf16():
     w = torch.randn(6, 10).bfloat16().float()
     narrow = cpu_gemm.exact_bf16(w)
@@ -87,6 +121,8 @@ def test_wrong_inputs_are_refused(gemm):
         gemm.linear(torch.randn(2, 8), torch.randn(4, 8).half())
     with pytest.raises(TypeError):
         gemm.linear(torch.randn(2, 8), torch.randn(4, 8).bfloat16(), torch.randn(4).bfloat16())
+    with pytest.raises(TypeError):  # bf16 inputs take bf16 weights only
+        gemm.linear(torch.randn(2, 8).bfloat16(), torch.randn(4, 8))
 
 
 def test_not_built_when_turned_off_or_without_a_working_compiler(monkeypatch, tmp_path, gemm):

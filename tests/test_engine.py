@@ -496,3 +496,39 @@ def test_row_dispatch_reads_bf16_copies_where_weights_are_exact_and_stays_lossle
     head = tied.get_output_embeddings()
     assert head.weight.dtype == torch.bfloat16 and head.weight is tied.get_input_embeddings().weight
     assert run(make_engine(tied, tokenizer, k_max=0), [request(ps[0], 40, request_id="t")])["t"] == tied_reference
+
+
+def test_row_dispatch_on_a_bf16_model_runs_foretells_kernel_on_the_same_weights(tokenizer):
+    """A bf16 model on the CPU (what ``--dtype auto`` picks on CPUs with native bf16): each linear layer runs the
+    library's bf16 GEMM or foretell's kernel (VDPBF16PS where the CPU has AVX512-BF16) on the layer's own
+    weights, no copy, by the plan; the kernel's logits agree with the library's to bf16 rounding, and the engine
+    decodes through the plan. An fp16 model is left alone."""
+    import copy
+
+    from foretell.engine import cpu_gemm
+    from foretell.engine.runner import RowDispatchLinear, row_dispatch_cpu_linears
+
+    gemm = cpu_gemm.load()
+    if gemm is None:
+        pytest.skip("foretell's CPU GEMM cannot be built here")
+    model = make_tiny_model(seed=8, dtype=torch.bfloat16)
+    original = copy.deepcopy(model)
+    plan = row_dispatch_cpu_linears(model, own_gemm=True)
+    assert plan is not None and plan.kernel == ("foretell+bf16dot" if gemm.bf16dot else "foretell+bf16widened")
+    layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
+    assert model.get_output_embeddings() in layers
+    assert {id(m) for m in model.modules() if type(m) is torch.nn.Linear} == {id(m.dense) for m in layers}
+    assert all(m.packed.keywords["weight"] is m.dense.weight for m in layers)  # the kernel reads the same tensor
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    ids = torch.tensor([tokenizer.encode("def add(a, b): return a + b")])
+    with torch.no_grad():
+        reference = original(ids).logits.float()
+        for force in (True, False):
+            plan.force = force
+            logits = model(ids).logits.float()
+            torch.testing.assert_close(logits, reference, rtol=0.05, atol=0.05 * reference.abs().max().item())
+    plan.force = None
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    out = run(make_engine(model, tokenizer, k_max=0), [request(ids[0].tolist(), 12, request_id="a")])["a"]
+    assert len(out) == 12 or out[-1] == eos
+    assert row_dispatch_cpu_linears(make_tiny_model(seed=8, dtype=torch.float16), own_gemm=True) is None

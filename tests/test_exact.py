@@ -17,7 +17,8 @@ from foretell.config import EngineConfig, SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.llm_engine import LLMEngine
-from foretell.engine.runner import ModelRunner, Segment
+from foretell.engine import cpu_gemm
+from foretell.engine.runner import ExactKernelLinear, ModelRunner, Segment
 from foretell.testing import make_tiny_model, make_tiny_tokenizer
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -35,9 +36,22 @@ def model(request):
     return bf16_model(request.param)
 
 
-@pytest.fixture(scope="module")
-def runner(model):
-    return ModelRunner(model, exact=True)
+@pytest.fixture(scope="module", params=["kernel", "padded"])
+def runner(model, request):
+    """Exact mode's two routes: foretell's row-invariant CPU kernel for every row that needs logits (where it
+    builds), and, without it, padded one-row calls on oneDNN's GEMM."""
+    exact_model = bf16_model(model.dtype)
+    if request.param == "padded":
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cpu_gemm, "load", lambda: None)
+            built = ModelRunner(exact_model, exact=True)
+        assert not built.exact_kernel
+        return built
+    if cpu_gemm.load() is None:
+        pytest.skip("foretell's CPU kernel does not build here")
+    built = ModelRunner(exact_model, exact=True)
+    assert built.exact_kernel and any(isinstance(m, ExactKernelLinear) for m in built.model.modules())
+    return built
 
 
 def new_kv(runner) -> SeqKV:
@@ -177,3 +191,28 @@ def test_prefix_cache_reuses_whole_prompt_chunks_only_in_exact_mode(runner):
     kv.length = 150
     plain.release("a", kv, list(range(150)), prompt_len=100)
     assert plain.allocate("b", 400, list(range(150)) + [1])[1] == 150
+
+
+def test_kernel_route_sends_prompt_chunks_to_the_library_gemm_and_other_rows_to_the_kernel(runner):
+    """Prefill keeps the library's speed: a prompt chunk's rows reach the dense layer in one call per chunk,
+    rows that need logits reach only the kernel, and the output head only the kernel."""
+    if not runner.exact_kernel:
+        pytest.skip("the padded route has no kernel")
+    layers = [m for m in runner.model.modules() if isinstance(m, ExactKernelLinear)]
+    head = runner.model.get_output_embeddings()
+    assert isinstance(head, ExactKernelLinear) and head.dense is None
+    layer = next(m for m in layers if m.dense is not None)
+    a, b = new_kv(runner), new_kv(runner)
+    prefill(runner, b, list(range(10)), 16)
+    dense_rows, kernel_rows = [], []
+    hooks = [layer.dense.register_forward_hook(lambda m, a, out: dense_rows.append(a[0].shape[0]))]
+    original = layer.kernel
+    layer.kernel = lambda x: (kernel_rows.append(x.reshape(-1, x.shape[-1]).shape[0]), original(x))[1]
+    try:
+        runner.forward([Segment(a, list(range(20)), num_logits=0), Segment(b, [3, 4, 5], num_logits=3),
+                        Segment(new_kv(runner), list(range(7)), num_logits=2)])
+    finally:
+        hooks[0].remove()
+        del layer.kernel
+    assert dense_rows == [20, 5]  # the first request's chunk, the third's chunk (its last 2 rows need logits)
+    assert kernel_rows == [5]  # 3 + 2 rows that need logits, in one call

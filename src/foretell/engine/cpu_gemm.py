@@ -58,32 +58,50 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 
 
 class CpuGemm:
-    """The loaded kernel: :meth:`linear` computes ``F.linear`` for fp32 CPU inputs, with fp32 weights or bf16
-    ones (widened exactly in registers: the same bits as on the fp32 copy, from half the bytes)."""
+    """The loaded kernel: :meth:`linear` computes ``F.linear`` on the CPU for fp32 inputs, with fp32 weights or
+    bf16 ones (widened exactly in registers: the same bits as on the fp32 copy, from half the bytes), and for
+    bf16 inputs with bf16 weights (a bf16 model): on VDPBF16PS where the CPU has AVX512-BF16 (:attr:`bf16dot`),
+    else widened to fp32; each output rounded once to bf16."""
 
     def __init__(self, library: ctypes.CDLL, path: Path):
         self.path = path
         self._fns = {torch.float32: library.foretell_linear, torch.bfloat16: library.foretell_linear_bf16}
-        for fn in self._fns.values():
+        self._dot = getattr(library, "foretell_linear_bf16dot", None)  # built only for AVX512-BF16
+        for fn in [*self._fns.values(), *([self._dot] if self._dot is not None else [])]:
             fn.restype = None
             fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
 
+    @property
+    def bf16dot(self) -> bool:
+        """Whether bf16 inputs are multiplied natively (VDPBF16PS) rather than widened to fp32."""
+        return self._dot is not None
+
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        bf16_input = x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16
         fn = self._fns.get(weight.dtype)
-        if x.dtype != torch.float32 or fn is None or x.device.type != "cpu" or weight.device.type != "cpu":
-            raise TypeError("foretell's CPU GEMM takes fp32 CPU inputs and fp32 or bf16 CPU weights")
-        if bias is not None and bias.dtype != torch.float32:
-            raise TypeError("foretell's CPU GEMM takes an fp32 bias")
+        if (x.dtype != torch.float32 and not bf16_input) or fn is None or x.device.type != "cpu" \
+                or weight.device.type != "cpu":
+            raise TypeError("foretell's CPU GEMM takes fp32 CPU inputs with fp32 or bf16 CPU weights, or bf16 "
+                            "inputs with bf16 weights")
+        if bias is not None and bias.dtype not in (torch.float32, x.dtype):
+            raise TypeError("foretell's CPU GEMM takes a bias of the input's dtype or fp32")
         n, k = weight.shape
         if x.shape[-1] != k:
             raise ValueError(f"input has {x.shape[-1]} features, the weight {k}")
-        rows = x.reshape(-1, k).contiguous()
+        rows = x.reshape(-1, k)
+        if bf16_input and self._dot is not None:
+            fn = self._dot
+        elif bf16_input:
+            rows = rows.float()
+        rows = rows.contiguous()
         weight = weight.contiguous()
+        if bias is not None:
+            bias = bias.float().contiguous()
         out = torch.empty(rows.shape[0], n, dtype=torch.float32)
         if rows.shape[0]:
-            fn(rows.data_ptr(), weight.data_ptr(), bias.contiguous().data_ptr() if bias is not None else None,
+            fn(rows.data_ptr(), weight.data_ptr(), bias.data_ptr() if bias is not None else None,
                out.data_ptr(), rows.shape[0], n, k, torch.get_num_threads())
-        return out.reshape(*x.shape[:-1], n)
+        return out.reshape(*x.shape[:-1], n).to(x.dtype)
 
 
 def exact_bf16(weight: torch.Tensor) -> torch.Tensor | None:

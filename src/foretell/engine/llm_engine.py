@@ -82,8 +82,10 @@ class LLMEngine:
         device = pick_device(config.device)
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
-        prepacked, plan = _cpu_linears(model, packed_only=config.exact or config.cpu_linears == "packed",
-                                       lean=config.cpu_linears == "lean")
+        prepacked, plan = False, None  # exact mode: the runner sets up its own linear layers
+        if not config.exact:
+            prepacked, plan = _cpu_linears(model, packed_only=config.cpu_linears == "packed",
+                                           lean=config.cpu_linears == "lean")
         tokenizer = load_tokenizer(resolved.path)
         runner, drafter = ModelRunner(model, exact=config.exact), None
         if config.draft_model:
@@ -97,7 +99,8 @@ class LLMEngine:
             )
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
-            key = f"{resolved.path}|prepacked={prepacked}" + ("|exact" if config.exact else "")
+            exact = ("|exact+kernel" if engine.runner.exact_kernel else "|exact") if config.exact else ""
+            key = f"{resolved.path}|prepacked={prepacked}{exact}"
             points = cached_cost_points(engine.runner, key, cache_dir() / "cost", plan)
             engine.cost = CostModel(points)
             engine.calibrator = CostCalibrator(points)
@@ -391,10 +394,11 @@ class LLMEngine:
 
 def _cpu_linears(model, packed_only: bool, lean: bool = False) -> tuple[str | bool, KernelPlan | None]:
     """fp32 on a CPU: linear layers that run MKL or foretell's GEMM (oneDNN pre-packed where it cannot be
-    built) by the pass's size (one :class:`KernelPlan` per model, measured with the cost curve; ``lean``: bf16
+    built) by the pass's size; bf16 on a CPU: oneDNN's bf16 GEMM or foretell's (VDPBF16PS with AVX512-BF16) (one :class:`KernelPlan` per model, measured with the cost curve; ``lean``: bf16
     weights only, see :func:`row_dispatch_cpu_linears`), or oneDNN packed everywhere
-    (``EngineConfig.cpu_linears="packed"``: one copy of the weights; and exact mode's choice: its rows are
-    independent). Returns what the cost cache's key records (False where nothing was swapped) and the plan."""
+    (``EngineConfig.cpu_linears="packed"``: one copy of the weights). Exact mode sets up its own (see
+    :class:`foretell.engine.runner.ModelRunner`). Returns what the cost cache's key records (False where nothing
+    was swapped) and the plan."""
     if packed_only:
         return prepack_cpu_linears(model) > 0, None
     # The output head gets both kernels too, tied or not (the GGUF models here have their own output matrix).

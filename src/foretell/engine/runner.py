@@ -9,11 +9,14 @@ computed only at the positions verification needs (``logits_to_keep``).
 
 In *exact* mode (``ModelRunner(model, exact=True)``) a position's logits are bit-identical however the pass
 is composed (alone, in a verify pass of any length, beside other requests): every query that needs logits
-attends through the same one-query call a decode step makes, prompt chunks attend together within bounds
-the engine fixes, and no linear layer ever runs on one row (one-row GEMMs take a GEMV path that rounds
-differently from the GEMM every longer pass uses). A probe at start-up checks that the rows of a GEMM do not
-depend on each other with this machine's kernels; where bf16/fp16 ones do (a CPU without native bf16), those
-layers compute through oneDNN's fp32 GEMM, and where nothing helps exact mode is refused (docs/EXACT.md).
+attends through the same one-query call a decode step makes, and prompt chunks attend together within
+bounds the engine fixes. Linear layers: where foretell's CPU kernel builds, every row that needs logits goes
+through it (it computes each row alone, in one order, whatever the number of rows) and a prompt chunk's rows
+through the library GEMM, one call per chunk (:class:`ExactKernelLinear`); elsewhere no linear layer runs on
+one row (one-row GEMMs take a GEMV path that rounds differently from the GEMM every longer pass uses) and
+fp32 layers run on oneDNN's GEMM. A probe at start-up checks that the rows of a GEMM do not depend on each
+other with this machine's kernels; where bf16/fp16 ones do (a CPU without native bf16), those layers compute
+through oneDNN's fp32 GEMM, and where nothing helps exact mode is refused (docs/EXACT.md).
 """
 
 from __future__ import annotations
@@ -261,7 +264,7 @@ Shape = tuple[int, int]  # a linear layer's (in_features, out_features)
 
 @dataclass
 class KernelPlan:
-    """Which fp32 GEMM the CPU runs for a pass of n rows, shared by every :class:`RowDispatchLinear` of one model:
+    """Which GEMM the CPU runs for a pass of n rows (fp32; bf16 alike, the library's being oneDNN's there), shared by every :class:`RowDispatchLinear` of one model:
     the alternative kernel (``kernel``: oneDNN's packed GEMM, or foretell's) where the layer's packed sizes
     (``by_shape`` for its shape, else ``packed_at``) hold the largest of ``sizes`` that is <= n, MKL's
     otherwise. The start-up cost measurement runs whole passes with each kernel at each size, times every
@@ -341,7 +344,8 @@ class _NarrowEmbedding(torch.nn.Module):
 
 
 class RowDispatchLinear(torch.nn.Module):
-    """An fp32 linear layer on the CPU with two kernels, MKL's GEMM on the dense weight or an alternative
+    """An fp32 (or bf16: see :func:`_bf16_dispatch`) linear layer on the CPU with two kernels, the library's GEMM
+    (MKL in fp32, oneDNN in bf16) on the dense weight or an alternative
     (``packed``): foretell's own GEMM on the same weight (:mod:`foretell.engine.cpu_gemm`) where it builds,
     else oneDNN's GEMM on a copy packed once; each call takes the one its model's :class:`KernelPlan` names
     for the call's rows and the layer's shape. The measurements below compare MKL with oneDNN (before
@@ -396,7 +400,8 @@ class RowDispatchLinear(torch.nn.Module):
 
 def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) -> KernelPlan | None:
     """Swap fp32 ``nn.Linear`` layers on the CPU (the output head too) for :class:`RowDispatchLinear` layers
-    sharing one :class:`KernelPlan` (returned; None where it does not apply: not fp32 on a CPU, no oneDNN).
+    sharing one :class:`KernelPlan` (returned; None where it does not apply: not fp32 or bf16 on a CPU, no
+    oneDNN; bf16 only with foretell's kernel, on the layers' own weights: :func:`_bf16_dispatch`).
     The alternative to MKL is foretell's kernel (:mod:`foretell.engine.cpu_gemm`) with ``own_gemm`` where it
     builds, else oneDNN's pre-packed GEMM.
 
@@ -406,7 +411,12 @@ def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) 
     a few rows per pass (only the positions that need logits), so it keeps only the bf16 copy either way, as
     does the input embedding (widened where looked up), shared with a tied head."""
     param = next(model.parameters())
-    if param.device.type != "cpu" or param.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+    if param.device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return None
+    if param.dtype == torch.bfloat16:  # a bf16 model: the library's bf16 GEMM or foretell's on the same weights
+        gemm = cpu_gemm.load() if own_gemm else None
+        return None if gemm is None else _bf16_dispatch(model, gemm)
+    if param.dtype != torch.float32:
         return None
     gemm = cpu_gemm.load() if own_gemm else None
     plan = KernelPlan(kernel="foretell" if gemm is not None else "packed")
@@ -433,8 +443,117 @@ def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) 
     return plan
 
 
+def _bf16_dispatch(model, gemm: CpuGemm) -> KernelPlan:
+    """bf16 layers on the CPU: the library's bf16 GEMM (oneDNN) or foretell's kernel on the same weights (no
+    copy), by layer shape and pass size as the plan measures. On a 2-core AMD EPYC with AVX512-BF16 the kernel's
+    VDPBF16PS path took 0.37 ms against oneDNN's 0.60 for one row of the 0.5B's MLP matrix (4864 x 896), 0.83
+    against 0.91 for 16, and lost from ~64 rows (2.24 against 1.87)."""
+    plan = KernelPlan(kernel="foretell+bf16dot" if gemm.bf16dot else "foretell+bf16widened")
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is torch.nn.Linear:
+                setattr(module, name, RowDispatchLinear(child, plan, gemm))
+    return plan
+
+
 class ExactModeUnavailable(RuntimeError):
     """This machine's GEMM kernels give a row a result that depends on the other rows of the pass."""
+
+
+@dataclass
+class ExactRows:
+    """How exact mode's linear layers split the current pass (set by :meth:`ModelRunner.forward`): the rows of
+    each prompt chunk, ``(first row, count)``, and the index of every other row; ``total`` rows in all. Empty
+    outside a packed pass (a probe, ``model.generate``): every row is then an other row."""
+
+    total: int = 0
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    others: torch.Tensor | None = None
+
+    def fill(self, segments: list[Segment]) -> None:
+        """Split the pass of ``segments``: each one's rows before those that need logits are a prompt chunk."""
+        chunks, others, row = [], [], 0
+        for seg in segments:
+            chunk = len(seg.tokens) - seg.num_logits
+            if chunk > 0:
+                chunks.append((row, chunk))
+            others.extend(range(row + max(chunk, 0), row + len(seg.tokens)))
+            row += len(seg.tokens)
+        self.total, self.chunks = row, chunks
+        self.others = torch.tensor(others, dtype=torch.long) if others and chunks else None
+
+    def clear(self) -> None:
+        self.total, self.chunks, self.others = 0, [], None
+
+
+class ExactKernelLinear(torch.nn.Module):
+    """Exact mode's linear layer where foretell's CPU kernel builds (:func:`exact_kernel_linears`).
+
+    The kernel computes each row alone, in one fixed order, whatever the number of rows (one row included), so
+    every row that needs logits (a decode token, a draft token, a prompt's last token) goes through it and gets
+    the same bits in any pass. The rows of a prompt chunk (the positions before those) go through the library
+    GEMM of the model's dtype, one call per chunk: their result depends on the chunk's bounds only, which the
+    exact-mode scheduler derives from the prompt alone, so prefill keeps the library's speed (AMX on a CPU that
+    has it). bf16 layers compute the kernel's rows with VDPBF16PS where the CPU has AVX512-BF16 (else in fp32
+    from the bf16 weights), fp16 ones in fp32 from widened weights; each output is rounded once back. ``dense`` None (the output head, which sees only rows that need logits): the
+    kernel only, on a bf16 copy where the weights are exactly bf16."""
+
+    def __init__(self, linear: torch.nn.Linear, gemm: CpuGemm, rows: ExactRows, keep_dense: bool = True):
+        super().__init__()
+        weight = linear.weight.detach()
+        if weight.dtype == torch.float32:
+            narrow = cpu_gemm.exact_bf16(weight)
+            kernel_weight = weight if narrow is None else narrow
+        elif weight.dtype == torch.bfloat16:
+            kernel_weight = weight
+        else:
+            kernel_weight = weight.float()
+        self.dense = linear if keep_dense else None
+        self.register_buffer("kernel_weight", kernel_weight, persistent=False)
+        bias = None if linear.bias is None else linear.bias.detach().float()
+        self.register_buffer("kernel_bias", bias, persistent=False)
+        self.gemm = gemm
+        self.rows = rows
+        self.out_features = linear.out_features
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.dense.weight if self.dense is not None else self.kernel_weight
+
+    def kernel(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.bfloat16 == self.kernel_weight.dtype:  # natively where the CPU has AVX512-BF16
+            return self.gemm.linear(x, self.kernel_weight, self.kernel_bias)
+        return self.gemm.linear(x.float(), self.kernel_weight, self.kernel_bias).to(x.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        rows = self.rows
+        if self.dense is None or not rows.chunks or rows.total != flat.shape[0]:
+            return self.kernel(x)
+        out = flat.new_empty(flat.shape[0], self.out_features)
+        for first, count in rows.chunks:  # a fresh buffer: the library's result may depend on the alignment
+            out[first : first + count] = self.dense(flat[first : first + count].clone())
+        if rows.others is not None:
+            out[rows.others] = self.kernel(flat[rows.others])
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def exact_kernel_linears(model) -> ExactRows | None:
+    """Exact mode on foretell's CPU kernel: swap every ``nn.Linear`` (the output head too) for an
+    :class:`ExactKernelLinear` sharing one :class:`ExactRows` (returned, for the runner to fill per pass).
+    None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86)."""
+    param = next(model.parameters())
+    gemm = cpu_gemm.load() if param.device.type == "cpu" else None
+    if gemm is None:
+        return None
+    rows = ExactRows()
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                if type(child) is torch.nn.Linear:
+                    setattr(module, name, ExactKernelLinear(child, gemm, rows, keep_dense=child is not head))
+    return rows
 
 
 class _Fp32Linear(torch.nn.Module):
@@ -523,15 +642,17 @@ def _hook_linears(model) -> list:
 
 
 @torch.inference_mode()
-def check_row_invariance(model, rows: int = 37, seed: int = 0) -> None:
-    """Raise :class:`ExactModeUnavailable` unless every linear layer (one of each weight shape) gives each
-    row the same bits in a pass of ``rows`` rows, alone (padded), and in slices of the pass."""
+def check_row_invariance(model, rows: int = 37, seed: int = 0, layers: Sequence[torch.nn.Module] | None = None
+                         ) -> None:
+    """Raise :class:`ExactModeUnavailable` unless every linear layer (one of each weight shape; ``layers``,
+    default every linear module) gives each row the same bits in a pass of ``rows`` rows, alone, and in
+    slices of the pass."""
     param = next(model.parameters())
     gen = torch.Generator().manual_seed(seed)
     seen: set[tuple] = set()
-    for m in _linears(model):
+    for m in _linears(model) if layers is None else layers:
         out_features, in_features = m.weight.shape
-        shape = (in_features, out_features, getattr(m, "bias", None) is not None)
+        shape = (in_features, out_features, getattr(m, "bias", getattr(m, "kernel_bias", None)) is not None)
         if shape in seen:
             continue
         seen.add(shape)
@@ -580,8 +701,19 @@ class ModelRunner:
         self.device = self.kv_shape.device
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.exact = exact
+        self._exact_rows: ExactRows | None = None  # exact mode on foretell's kernel: this pass's row split
         if exact:
-            make_row_invariant(self.model)
+            self._exact_rows = exact_kernel_linears(self.model)
+            if self._exact_rows is None:
+                make_row_invariant(self.model)
+            else:
+                check_row_invariance(self.model, layers=[m for m in self.model.modules()
+                                                         if isinstance(m, ExactKernelLinear)])
+
+    @property
+    def exact_kernel(self) -> bool:
+        """Whether exact mode runs on foretell's row-invariant kernel (else on padded oneDNN GEMMs)."""
+        return self._exact_rows is not None
 
     @torch.inference_mode()
     def forward(self, segments: list[Segment]) -> list[torch.Tensor]:
@@ -595,13 +727,19 @@ class ModelRunner:
         keep = [off + len(s.tokens) - s.num_logits + j for s, off in zip(segments, batch.offsets) for j in range(s.num_logits)]
         if not keep:
             keep = [batch.total - 1]
-        out = self.model(
-            input_ids=ids,
-            position_ids=positions,
-            use_cache=False,
-            logits_to_keep=torch.tensor(keep, device=self.device),
-            foretell_batch=batch,
-        )
+        if self._exact_rows is not None:
+            self._exact_rows.fill(segments)
+        try:
+            out = self.model(
+                input_ids=ids,
+                position_ids=positions,
+                use_cache=False,
+                logits_to_keep=torch.tensor(keep, device=self.device),
+                foretell_batch=batch,
+            )
+        finally:
+            if self._exact_rows is not None:
+                self._exact_rows.clear()
         logits = out.logits[0].float()
         result, row = [], 0
         for s in segments:
