@@ -31,7 +31,7 @@ def bf16_model(dtype=torch.bfloat16):
                            init_scale=0.02)
 
 
-@pytest.fixture(scope="module", params=[torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.fixture(scope="module", params=[torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"])
 def model(request):
     return bf16_model(request.param)
 

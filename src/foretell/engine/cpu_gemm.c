@@ -68,38 +68,40 @@ static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v); }
 #define WIDE_MAX 32768      /* bytes of widened weights kept per thread */
 
 /* nb weight rows x mb input rows; constant nb, mb at each call site, so the loops unroll into registers.
- * WT is the weights' type, LOAD / LOAD_TAIL read VW of them as fp32. */
-#define DEFINE_TILE(NAME, WT, LOAD, LOAD_TAIL, PF)                                                            \
-static inline __attribute__((always_inline)) void NAME(const float *x, const WT *w, float *y, const float *b, \
+ * XT / WT are the inputs' / weights' types, WV the register type of a weight (and input) vector, STEP the values
+ * one holds; WLOAD / XLOAD (and _TAIL: the first n, zeros after) read one, MADD(acc, w, x) accumulates their
+ * products into fp32 lanes. */
+#define DEFINE_TILE(NAME, XT, WT, WV, STEP, WLOAD, WLOAD_TAIL, XLOAD, XLOAD_TAIL, MADD, PF)                   \
+static inline __attribute__((always_inline)) void NAME(const XT *x, const WT *w, float *y, const float *b,    \
                                                        const int nb, const int mb, int K, int N) {            \
     vec acc[NB][MB];                                                                                          \
     for (int i = 0; i < nb; i++)                                                                              \
         for (int j = 0; j < mb; j++) acc[i][j] = VZERO();                                                     \
     int k = 0;                                                                                                \
-    for (; k + VW <= K; k += VW) {                                                                            \
-        vec wv[NB];                                                                                           \
+    for (; k + STEP <= K; k += STEP) {                                                                        \
+        WV wv[NB];                                                                                            \
         for (int i = 0; i < nb; i++) {                                                                        \
-            wv[i] = LOAD(w + (size_t)i * K + k);                                                              \
+            wv[i] = WLOAD(w + (size_t)i * K + k);                                                             \
             if (PF) _mm_prefetch((const char *)(w + (size_t)i * K + k) + PREFETCH_BYTES, _MM_HINT_T0);        \
         }                                                                                                     \
         for (int j = 0; j < mb; j++) {                                                                        \
-            vec u = VLOAD(x + (size_t)j * K + k);                                                             \
-            for (int i = 0; i < nb; i++) acc[i][j] = VFMA(wv[i], u, acc[i][j]);                               \
+            WV u = XLOAD(x + (size_t)j * K + k);                                                              \
+            for (int i = 0; i < nb; i++) acc[i][j] = MADD(acc[i][j], wv[i], u);                               \
         }                                                                                                     \
     }                                                                                                         \
     if (k < K) {                                                                                              \
-        vec wv[NB];                                                                                           \
-        for (int i = 0; i < nb; i++) wv[i] = LOAD_TAIL(w + (size_t)i * K + k, K - k);                         \
+        WV wv[NB];                                                                                            \
+        for (int i = 0; i < nb; i++) wv[i] = WLOAD_TAIL(w + (size_t)i * K + k, K - k);                        \
         for (int j = 0; j < mb; j++) {                                                                        \
-            vec u = vload_tail(x + (size_t)j * K + k, K - k);                                                 \
-            for (int i = 0; i < nb; i++) acc[i][j] = VFMA(wv[i], u, acc[i][j]);                               \
+            WV u = XLOAD_TAIL(x + (size_t)j * K + k, K - k);                                                  \
+            for (int i = 0; i < nb; i++) acc[i][j] = MADD(acc[i][j], wv[i], u);                               \
         }                                                                                                     \
     }                                                                                                         \
     for (int j = 0; j < mb; j++)                                                                              \
         for (int i = 0; i < nb; i++) y[(size_t)j * N + i] = hsum(acc[i][j]) + (b ? b[i] : 0.0f);              \
 }                                                                                                             \
                                                                                                               \
-static void NAME##_rows(const float *x, const WT *w, float *y, const float *b, int nb, int mb, int K, int N) { \
+static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int nb, int mb, int K, int N) {   \
     if (nb == NB) {                                                                                           \
         switch (mb) {                                                                                         \
         case 4: NAME(x, w, y, b, NB, 4, K, N); return;                                                        \
@@ -113,21 +115,27 @@ static void NAME##_rows(const float *x, const WT *w, float *y, const float *b, i
             NAME(x + (size_t)j * K, w + (size_t)i * K, y + (size_t)j * N + i, b ? b + i : 0, 1, 1, K, N);      \
 }
 
-DEFINE_TILE(tile_f32, float, VLOAD, vload_tail, 1)
-DEFINE_TILE(tile_bf16, bf16, bload, bload_tail, 1)
-DEFINE_TILE(tile_hot, float, VLOAD, vload_tail, 0) /* weights already in cache (a widened block) */
-
-void foretell_linear(const float *x, const float *w, const float *b, float *y, int M, int N, int K, int threads) {
-    int blocks = (N + NB - 1) / NB;
-    #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int blk = 0; blk < blocks; blk++) {
-        int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB;
-        for (int m0 = 0; m0 < M; m0 += MB) {
-            int mb = M - m0 < MB ? M - m0 : MB;
-            tile_f32_rows(x + (size_t)m0 * K, w + (size_t)n0 * K, y + (size_t)m0 * N + n0, b ? b + n0 : 0, nb, mb, K, N);
-        }
-    }
+/* y = x w^T (+ b) over every block of NB weight rows (one thread each) and tile of MB input rows */
+#define DEFINE_LINEAR(NAME, XT, WT, TILE)                                                                     \
+void NAME(const XT *x, const WT *w, const float *b, float *y, int M, int N, int K, int threads) {            \
+    int blocks = (N + NB - 1) / NB;                                                                           \
+    _Pragma("omp parallel for schedule(static) num_threads(threads)")                                         \
+    for (int blk = 0; blk < blocks; blk++) {                                                                  \
+        int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB;                                                    \
+        for (int m0 = 0; m0 < M; m0 += MB) {                                                                  \
+            int mb = M - m0 < MB ? M - m0 : MB;                                                               \
+            TILE##_rows(x + (size_t)m0 * K, w + (size_t)n0 * K, y + (size_t)m0 * N + n0, b ? b + n0 : 0, nb,  \
+                        mb, K, N);                                                                            \
+        }                                                                                                     \
+    }                                                                                                         \
 }
+
+#define FMA_INTO(acc, w, x) VFMA(w, x, acc)
+DEFINE_TILE(tile_f32, float, float, vec, VW, VLOAD, vload_tail, VLOAD, vload_tail, FMA_INTO, 1)
+DEFINE_TILE(tile_bf16, float, bf16, vec, VW, bload, bload_tail, VLOAD, vload_tail, FMA_INTO, 1)
+DEFINE_TILE(tile_hot, float, float, vec, VW, VLOAD, vload_tail, VLOAD, vload_tail, FMA_INTO, 0) /* weights in cache (a widened block) */
+
+DEFINE_LINEAR(foretell_linear, float, float, tile_f32)
 
 /* the same product with bf16 weights; bit for bit foretell_linear on the weights widened to fp32 */
 void foretell_linear_bf16(const float *x, const bf16 *w, const float *b, float *y, int M, int N, int K, int threads) {
@@ -163,60 +171,12 @@ void foretell_linear_bf16(const float *x, const bf16 *w, const float *b, float *
 }
 
 #if defined(__AVX512BF16__)
-/* bf16 x bf16 -> fp32 on VDPBF16PS: nb weight rows x mb input rows, as DEFINE_TILE's tiles, 32 bf16 a step */
-static inline __attribute__((always_inline)) void tile_dot(const bf16 *x, const bf16 *w, float *y, const float *b,
-                                                           const int nb, const int mb, int K, int N) {
-    __m512 acc[NB][MB];
-    for (int i = 0; i < nb; i++)
-        for (int j = 0; j < mb; j++) acc[i][j] = _mm512_setzero_ps();
-    int k = 0;
-    for (; k + 32 <= K; k += 32) {
-        __m512bh wv[NB];
-        for (int i = 0; i < nb; i++) {
-            wv[i] = (__m512bh)_mm512_loadu_si512((const void *)(w + (size_t)i * K + k));
-            _mm_prefetch((const char *)(w + (size_t)i * K + k) + PREFETCH_BYTES, _MM_HINT_T0);
-        }
-        for (int j = 0; j < mb; j++) {
-            __m512bh u = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)j * K + k));
-            for (int i = 0; i < nb; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv[i], u);
-        }
-    }
-    if (k < K) { /* zeros past K on both sides: 0 * 0 adds nothing */
-        __mmask32 m = (__mmask32)((1ull << (K - k)) - 1);
-        __m512bh wv[NB];
-        for (int i = 0; i < nb; i++) wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, w + (size_t)i * K + k);
-        for (int j = 0; j < mb; j++) {
-            __m512bh u = (__m512bh)_mm512_maskz_loadu_epi16(m, x + (size_t)j * K + k);
-            for (int i = 0; i < nb; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv[i], u);
-        }
-    }
-    for (int j = 0; j < mb; j++)
-        for (int i = 0; i < nb; i++) y[(size_t)j * N + i] = _mm512_reduce_add_ps(acc[i][j]) + (b ? b[i] : 0.0f);
+/* bf16 x bf16 -> fp32 on VDPBF16PS, 32 values a vector; past K zeros on both sides (0 * 0 adds nothing) */
+static inline __m512bh bhload(const bf16 *p) { return (__m512bh)_mm512_loadu_si512((const void *)p); }
+static inline __m512bh bhload_tail(const bf16 *p, int n) {
+    return (__m512bh)_mm512_maskz_loadu_epi16((__mmask32)((1ull << n) - 1), p);
 }
-
-static void tile_dot_rows(const bf16 *x, const bf16 *w, float *y, const float *b, int nb, int mb, int K, int N) {
-    if (nb == NB) {
-        switch (mb) {
-        case 4: tile_dot(x, w, y, b, NB, 4, K, N); return;
-        case 3: tile_dot(x, w, y, b, NB, 3, K, N); return;
-        case 2: tile_dot(x, w, y, b, NB, 2, K, N); return;
-        default: tile_dot(x, w, y, b, NB, 1, K, N); return;
-        }
-    }
-    for (int i = 0; i < nb; i++)
-        for (int j = 0; j < mb; j++)
-            tile_dot(x + (size_t)j * K, w + (size_t)i * K, y + (size_t)j * N + i, b ? b + i : 0, 1, 1, K, N);
-}
-
-void foretell_linear_bf16dot(const bf16 *x, const bf16 *w, const float *b, float *y, int M, int N, int K, int threads) {
-    int blocks = (N + NB - 1) / NB;
-    #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int blk = 0; blk < blocks; blk++) {
-        int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB;
-        for (int m0 = 0; m0 < M; m0 += MB) {
-            int mb = M - m0 < MB ? M - m0 : MB;
-            tile_dot_rows(x + (size_t)m0 * K, w + (size_t)n0 * K, y + (size_t)m0 * N + n0, b ? b + n0 : 0, nb, mb, K, N);
-        }
-    }
-}
+#define DOT_INTO(acc, w, x) _mm512_dpbf16_ps(acc, w, x)
+DEFINE_TILE(tile_dot, bf16, bf16, __m512bh, 32, bhload, bhload_tail, bhload, bhload_tail, DOT_INTO, 1)
+DEFINE_LINEAR(foretell_linear_bf16dot, bf16, bf16, tile_dot)
 #endif
