@@ -394,8 +394,9 @@ class LLMEngine:
 
 def _cpu_linears(model, packed_only: bool, lean: bool = False) -> tuple[str | bool, KernelPlan | None]:
     """fp32 on a CPU: linear layers that run MKL or foretell's GEMM (oneDNN pre-packed where it cannot be
-    built) by the pass's size; bf16 on a CPU: oneDNN's bf16 GEMM or foretell's (VDPBF16PS with AVX512-BF16) (one :class:`KernelPlan` per model, measured with the cost curve; ``lean``: bf16
-    weights only, see :func:`row_dispatch_cpu_linears`), or oneDNN packed everywhere
+    built) by the pass's size; bf16 on a CPU: oneDNN's bf16 GEMM or foretell's (VDPBF16PS with AVX512-BF16);
+    one :class:`KernelPlan` per model, measured with the cost curve (``lean``: bf16 weights only, see
+    :func:`row_dispatch_cpu_linears`); or oneDNN packed everywhere
     (``EngineConfig.cpu_linears="packed"``: one copy of the weights). Exact mode sets up its own (see
     :class:`foretell.engine.runner.ModelRunner`). Returns what the cost cache's key records (False where nothing
     was swapped) and the plan."""
