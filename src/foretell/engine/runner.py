@@ -237,6 +237,18 @@ AttentionInterface.register(ATTN_NAME, _packed_attention)
 AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)  # used only when the model is called normally
 
 
+def _swap_linears(model, make) -> int:
+    """Replace every plain ``nn.Linear`` in ``model`` by ``make(layer)`` (kept where that returns None); how many."""
+    swapped = 0
+    with torch.no_grad():
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                if type(child) is torch.nn.Linear and (layer := make(child)) is not None:
+                    setattr(module, name, layer)
+                    swapped += 1
+    return swapped
+
+
 def prepack_cpu_linears(model) -> int:
     """Swap fp32 ``nn.Linear`` layers on the CPU for oneDNN ones with pre-packed weights.
 
@@ -249,14 +261,7 @@ def prepack_cpu_linears(model) -> int:
         return 0
     from torch.utils.mkldnn import MkldnnLinear
 
-    swapped = 0
-    with torch.no_grad():
-        for module in list(model.modules()):
-            for name, child in list(module.named_children()):
-                if type(child) is torch.nn.Linear:
-                    setattr(module, name, MkldnnLinear(child, torch.float32))
-                    swapped += 1
-    return swapped
+    return _swap_linears(model, lambda child: MkldnnLinear(child, torch.float32))
 
 
 Shape = tuple[int, int]  # a linear layer's (in_features, out_features)
@@ -264,7 +269,8 @@ Shape = tuple[int, int]  # a linear layer's (in_features, out_features)
 
 @dataclass
 class KernelPlan:
-    """Which GEMM the CPU runs for a pass of n rows (fp32; bf16 alike, the library's being oneDNN's there), shared by every :class:`RowDispatchLinear` of one model:
+    """Which GEMM the CPU runs for a pass of n rows (fp32; bf16 alike, the library's being oneDNN's there),
+    shared by every :class:`RowDispatchLinear` of one model:
     the alternative kernel (``kernel``: oneDNN's packed GEMM, or foretell's) where the layer's packed sizes
     (``by_shape`` for its shape, else ``packed_at``) hold the largest of ``sizes`` that is <= n, MKL's
     otherwise. The start-up cost measurement runs whole passes with each kernel at each size, times every
@@ -427,18 +433,17 @@ def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) 
         narrow_embedding = cpu_gemm.exact_bf16(embedding.weight)
         if narrow_embedding is not None:
             model.set_input_embeddings(_NarrowEmbedding(narrow_embedding, embedding.padding_idx))
-    narrowed = 0
-    with torch.no_grad():
-        for module in list(model.modules()):
-            for name, child in list(module.named_children()):
-                if type(child) is torch.nn.Linear:
-                    narrow = None
-                    if gemm is not None:  # a head tied to the embedding shares its bf16 copy
-                        narrow = narrow_embedding if child is head and tied else cpu_gemm.exact_bf16(child.weight)
-                    layer = RowDispatchLinear(child, plan, gemm, narrow, keep_dense=not lean and child is not head)
-                    narrowed += narrow is not None
-                    setattr(module, name, layer)
-    if narrowed:
+    narrowed = []
+
+    def dispatch(child: torch.nn.Linear) -> RowDispatchLinear:
+        narrow = None
+        if gemm is not None:  # a head tied to the embedding shares its bf16 copy
+            narrow = narrow_embedding if child is head and tied else cpu_gemm.exact_bf16(child.weight)
+        narrowed.append(narrow is not None)
+        return RowDispatchLinear(child, plan, gemm, narrow, keep_dense=not lean and child is not head)
+
+    _swap_linears(model, dispatch)
+    if any(narrowed):
         plan.kernel = "foretell+bf16" if lean else "foretell+bf16+fp32"
     return plan
 
@@ -449,10 +454,7 @@ def _bf16_dispatch(model, gemm: CpuGemm) -> KernelPlan:
     VDPBF16PS path took 0.37 ms against oneDNN's 0.60 for one row of the 0.5B's MLP matrix (4864 x 896), 0.83
     against 0.91 for 16, and lost from ~64 rows (2.24 against 1.87)."""
     plan = KernelPlan(kernel="foretell+bf16dot" if gemm.bf16dot else "foretell+bf16widened")
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) is torch.nn.Linear:
-                setattr(module, name, RowDispatchLinear(child, plan, gemm))
+    _swap_linears(model, lambda child: RowDispatchLinear(child, plan, gemm))
     return plan
 
 
@@ -495,8 +497,9 @@ class ExactKernelLinear(torch.nn.Module):
     GEMM of the model's dtype, one call per chunk: their result depends on the chunk's bounds only, which the
     exact-mode scheduler derives from the prompt alone, so prefill keeps the library's speed (AMX on a CPU that
     has it). bf16 layers compute the kernel's rows with VDPBF16PS where the CPU has AVX512-BF16 (else in fp32
-    from the bf16 weights), fp16 ones in fp32 from widened weights; each output is rounded once back. ``dense`` None (the output head, which sees only rows that need logits): the
-    kernel only, on a bf16 copy where the weights are exactly bf16."""
+    from the bf16 weights), fp16 ones in fp32 from widened weights; each output is rounded once back.
+    ``dense`` None (the output head, which sees only rows that need logits): the kernel only, on a bf16 copy
+    where the weights are exactly bf16."""
 
     def __init__(self, linear: torch.nn.Linear, gemm: CpuGemm, rows: ExactRows, keep_dense: bool = True):
         super().__init__()
@@ -548,11 +551,7 @@ def exact_kernel_linears(model) -> ExactRows | None:
         return None
     rows = ExactRows()
     head = model.get_output_embeddings()
-    with torch.no_grad():
-        for module in list(model.modules()):
-            for name, child in list(module.named_children()):
-                if type(child) is torch.nn.Linear:
-                    setattr(module, name, ExactKernelLinear(child, gemm, rows, keep_dense=child is not head))
+    _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head))
     return rows
 
 
@@ -582,13 +581,8 @@ class _Fp32Linear(torch.nn.Module):
 
 def widen_cpu_linears(model) -> int:
     """Swap every low-precision ``nn.Linear`` on the CPU for an :class:`_Fp32Linear`; returns how many."""
-    swapped = 0
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) is torch.nn.Linear and child.weight.device.type == "cpu" and child.weight.dtype != torch.float32:
-                setattr(module, name, _Fp32Linear(child))
-                swapped += 1
-    return swapped
+    return _swap_linears(model, lambda child: _Fp32Linear(child) if child.weight.device.type == "cpu"
+                         and child.weight.dtype != torch.float32 else None)
 
 
 def _linears(model) -> list[torch.nn.Module]:
