@@ -35,7 +35,7 @@ def make_engine(model, tokenizer, **overrides) -> LLMEngine:
 
 def hf_greedy(model, prompt: list[int], max_new: int, eos: int) -> list[int]:
     out = model.generate(
-        torch.tensor([prompt]), max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=eos
+        torch.tensor([prompt], device=model.device), max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=eos
     )[0, len(prompt) :].tolist()
     return out[: out.index(eos) + 1] if eos in out else out
 

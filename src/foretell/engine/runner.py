@@ -22,6 +22,7 @@ through oneDNN's fp32 GEMM, and where nothing helps exact mode is refused (docs/
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import time
 from dataclasses import dataclass, field
@@ -161,6 +162,23 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
                                values[None, :, first : start + n], mask, scaling))
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
     return out.transpose(1, 2).contiguous(), None
+
+
+# On CUDA, PyTorch (2.5+) prefers cuDNN's attention for bf16/fp16 on Hopper, which builds a graph for each new
+# shape; a decode step's key length is new at every step, so every step paid the build: the 0.5B decoded at
+# 94 ms per token in bf16 on an H100 against 31 ms once the shapes had been seen (benchmarks/results/gpu-*).
+# FlashAttention (no mask), memory-efficient attention (with a mask) and the math kernel have no such cost.
+CUDA_SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
+
+
+def attention_backends(device: torch.device):
+    """The SDPA backends the packed attention may use on ``device`` (a context manager): on CUDA all but
+    cuDNN's (see ``CUDA_SDPA_BACKENDS``); elsewhere PyTorch's choice."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([getattr(SDPBackend, name) for name in CUDA_SDPA_BACKENDS])
 
 
 PACKED_GQA_QUERIES = 8  # segments of at most this many queries attend with the query heads packed per KV head
@@ -724,13 +742,14 @@ class ModelRunner:
         if self._exact_rows is not None:
             self._exact_rows.fill(segments)
         try:
-            out = self.model(
-                input_ids=ids,
-                position_ids=positions,
-                use_cache=False,
-                logits_to_keep=torch.tensor(keep, device=self.device),
-                foretell_batch=batch,
-            )
+            with attention_backends(self.device):
+                out = self.model(
+                    input_ids=ids,
+                    position_ids=positions,
+                    use_cache=False,
+                    logits_to_keep=torch.tensor(keep, device=self.device),
+                    foretell_batch=batch,
+                )
         finally:
             if self._exact_rows is not None:
                 self._exact_rows.clear()
