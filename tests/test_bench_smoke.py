@@ -144,6 +144,20 @@ def test_repeat_reports_the_median_run_and_every_round(tmp_path):
     assert f"({low:.2f}–{high:.2f})" in row  # the range over the rounds is shown
 
 
+def test_tasks_option_runs_only_the_named_tasks(tmp_path):
+    """--tasks picks tasks by name, by name after the suite, or by glob; a name that matches nothing stops
+    the run with a message naming the tasks there are."""
+    out = tmp_path / "bench"
+    assert main(["--tiny", "--suite", "realedit,controls", "--tasks", "json_edit,controls/open:*", "--max-tokens",
+                 "4", "--out", str(out), "--no-progress"]) == 0
+    names = [t["name"] for t in json.loads((out / "results.json").read_text())["tasks"]]
+    assert names[0] == "realedit/json_edit" and len(names) == 4
+    assert all(n.startswith("controls/open:") for n in names[1:])
+    with pytest.raises(SystemExit, match="no_such_task matched no task.*realedit/type_hints"):
+        main(["--tiny", "--suite", "realedit", "--tasks", "no_such_task", "--out", str(tmp_path / "x"),
+              "--no-progress"])
+
+
 def test_sampled_bench_compares_methods_on_one_sampled_output(tmp_path, bench):
     """--temperature 1 --seed 3: every method samples the same tokens (the engine draws position t's random
     number from (seed, t)), so the identity check still holds; the output is not the greedy one; the HF peers,

@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "transformers generate (plain and prompt lookup) to every task, and vLLM if .venv-vllm exists")
     p.add_argument("--max-tokens", type=int, default=None, help="cap on every request's max_tokens")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N tasks per suite")
+    p.add_argument("--tasks", default=None, metavar="NAMES",
+                   help="comma-separated task names (json_edit, realedit/json_edit) or globs (realedit/*): run only "
+                        "those (applied after --limit)")
     p.add_argument("--tiny", action="store_true", help="tiny random fp32 model, a few tokens: the CI smoke run")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default: {DEFAULT_OUT})")
     p.add_argument("--record", nargs="?", const="", default=None, metavar="PATH",
@@ -102,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                      "run it without --temperature")
     if args.replay is not None:
         return replay(args.replay or None, args.out)
-    from foretell.bench.harness import BenchOptions, default_record_path, run_benchmark
+    from foretell.bench.harness import BenchOptions, BenchUsageError, default_record_path, run_benchmark
     from foretell.bench.report import write_all
 
     opts = BenchOptions(
@@ -111,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         dtype=args.dtype,
         max_tokens=args.max_tokens,
         limit=args.limit,
+        tasks=tuple(t.strip() for t in (args.tasks or "").split(",") if t.strip()),
         tiny=args.tiny,
         out=args.out,
         profile=args.profile,
@@ -140,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         opts.record = Path(args.record) if args.record else default_record_path(opts)
     if args.record_only and args.record is None:
         opts.record = default_record_path(opts)
-    result = run_benchmark(opts)
+    try:
+        result = run_benchmark(opts)
+    except BenchUsageError as exc:
+        raise SystemExit(f"foretell bench: {exc}") from None
     if args.record_only:
         print(f"foretell bench: recorded {len(result['tasks'])} plain outputs of {result['meta']['model']} "
               f"({result['meta']['dtype']}) to {opts.record}")

@@ -343,6 +343,7 @@ class BenchOptions:
     dtype: str = "bfloat16"
     max_tokens: int | None = None
     limit: int | None = None
+    tasks: tuple[str, ...] = ()  # names or globs: only the tasks they match (see select_tasks)
     tiny: bool = False
     out: Path = Path("benchmarks/results")
     record: Path | None = None
@@ -362,6 +363,28 @@ class BenchOptions:
     temperature: float = 0.0  # 0 = greedy; else seeded sampling on the embedded engine (peers skipped)
     seed: int = 0
     argv: list[str] = field(default_factory=list)
+
+
+class BenchUsageError(ValueError):
+    """A bench option that cannot be honoured (reported as a usage error, not a traceback)."""
+
+
+def select_tasks(tasks: list, patterns: tuple[str, ...]) -> list:
+    """The tasks whose name (``realedit/json_edit``) or name after the suite (``json_edit``) matches one of
+    ``patterns`` (exact or ``fnmatch`` globs); all of them without patterns. A pattern that matches nothing is
+    an error naming the tasks there are."""
+    if not patterns:
+        return tasks
+    import fnmatch
+
+    def matches(task, pattern: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for name in (task.name, task.name.split("/", 1)[-1]))
+
+    unmatched = [p for p in patterns if not any(matches(t, p) for t in tasks)]
+    if unmatched:
+        raise BenchUsageError(f"--tasks {','.join(unmatched)} matched no task of the selected suites; tasks: "
+                         + ", ".join(t.name for t in tasks))
+    return [t for t in tasks if any(matches(t, p) for p in patterns)]
 
 
 def load_engine(opts: BenchOptions):
@@ -596,6 +619,7 @@ class Bench:
         self.token_text = token_text_fn(self.tokenizer)
         wopts = WorkloadOptions(max_tokens=opts.max_tokens, limit=opts.limit, tiny=opts.tiny)
         tasks, notes = build_tasks(self.tokenizer, opts.suites, wopts)
+        tasks = select_tasks(tasks, opts.tasks)
         sampled = opts.temperature > 0
         tasks = [replace(t, peers=t.peers and t.suite in opts.peers_on and not sampled) for t in tasks]
         self.notes += notes
