@@ -382,8 +382,8 @@ def select_tasks(tasks: list, patterns: tuple[str, ...]) -> list:
 
     unmatched = [p for p in patterns if not any(matches(t, p) for t in tasks)]
     if unmatched:
-        raise BenchUsageError(f"--tasks {','.join(unmatched)} matched no task of the selected suites; tasks: "
-                         + ", ".join(t.name for t in tasks))
+        names = ", ".join(t.name for t in tasks)
+        raise BenchUsageError(f"--tasks {','.join(unmatched)} matched no task of the selected suites; tasks: {names}")
     return [t for t in tasks if any(matches(t, p) for p in patterns)]
 
 

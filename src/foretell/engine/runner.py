@@ -164,9 +164,10 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
     return out.transpose(1, 2).contiguous(), None
 
 
-# On CUDA, PyTorch (2.5+) prefers cuDNN's attention for bf16/fp16 on Hopper, which builds a graph for each new
+# On CUDA, PyTorch (2.11 here) picks cuDNN's attention for bf16 on Hopper, which builds a graph for each new
 # shape; a decode step's key length is new at every step, so every step paid the build: the 0.5B decoded at
-# 94 ms per token in bf16 on an H100 against 31 ms once the shapes had been seen (benchmarks/results/gpu-*).
+# 94 ms per token in bf16 on an H100 against 31 ms once the shapes had been seen, 15.2 ms with cuDNN's backend
+# off (benchmarks/results/gpu-2026-11-25-h100, docs/GPU.md).
 # FlashAttention (no mask), memory-efficient attention (with a mask) and the math kernel have no such cost.
 CUDA_SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
 
