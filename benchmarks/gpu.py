@@ -84,10 +84,13 @@ def edited(tokens: list[int], vocab: int, rng: random.Random) -> list[int]:
 
 
 def prediction_for(method: str, plain: list[int], vocab: int, rng: random.Random) -> tuple[int, ...] | None:
-    return {
-        "plain": None, "ngram": None, "perfect": tuple(plain), "edited": tuple(edited(plain, vocab, rng)),
-        "garbage": tuple(rng.randrange(vocab) for _ in plain), "half": tuple(plain[: len(plain) // 2]),
-    }[method]
+    if method in ("plain", "ngram"):
+        return None
+    if method == "edited":
+        return tuple(edited(plain, vocab, rng))
+    if method == "garbage":
+        return tuple(rng.randrange(vocab) for _ in plain)
+    return tuple(plain if method == "perfect" else plain[: len(plain) // 2])  # perfect, half
 
 
 def generate(engine: LLMEngine, reqs: list[GenerationRequest]) -> tuple[float, dict[str, list[int]], dict[str, int]]:
@@ -132,7 +135,7 @@ def measure_model(model_dir: Path, args) -> dict:
         row: dict = {"prompt_tokens": len(prompt), "max_tokens": args.max_tokens}
         plain_tokens = None
         for method in METHODS:
-            pred = None if method in ("plain", "ngram") else prediction_for(method, plain_tokens, vocab, rng)
+            pred = prediction_for(method, plain_tokens, vocab, rng)
             seconds, tokens, passes = generate(engine, [request("r", prompt, args.max_tokens, sampling, method, pred)])
             plain_tokens = plain_tokens or tokens["r"]
             row.setdefault("distinct_tokens", len(set(plain_tokens)))
