@@ -10,9 +10,11 @@ from foretell.core.ngram import NgramConfig, NgramProposer
 
 
 def reference(seq: list[int], k: int, min_n: int, max_n: int) -> list[int]:
-    """Brute force: the longest suffix (max_n .. min_n) with an earlier occurrence that has a continuation;
-    propose what followed its latest such occurrence."""
-    for n in range(min(max_n, len(seq)), min_n - 1, -1):
+    """Brute force: the longest suffix (of the indexed lengths, max_n .. min_n) with an earlier occurrence
+    that has a continuation; propose what followed its latest such occurrence."""
+    for n in reversed(NgramConfig(min_n, max_n).sizes):
+        if n > len(seq):
+            continue
         suffix = seq[len(seq) - n:]
         for start in range(len(seq) - n - 1, -1, -1):
             if seq[start:start + n] == suffix:
@@ -20,9 +22,9 @@ def reference(seq: list[int], k: int, min_n: int, max_n: int) -> list[int]:
     return []
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.integers(0, 5), max_size=60), st.lists(st.integers(0, 5), max_size=30),
-       st.integers(1, 3), st.integers(0, 3), st.integers(1, 12))
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=60), st.lists(st.integers(0, 3), max_size=30),
+       st.integers(1, 3), st.integers(0, 14), st.integers(1, 12))
 def test_matches_brute_force_as_tokens_arrive(context, output, min_n, extra, k):
     max_n = min_n + extra
     proposer = NgramProposer(context, min_n=min_n, max_n=max_n)
@@ -65,6 +67,33 @@ def test_weak_cap_shortens_drafts_on_short_matches():
     assert proposer.propose(64).tokens == list(range(4, 20))  # 4-token match: 2 << 3 = 16
 
 
+def test_a_long_match_tells_apart_what_a_short_one_confuses():
+    """A block repeated in the file: after the first copy of it, its last 4 tokens were last followed by
+    what follows the second copy. An 8-token match reaches back into the tokens before the block and
+    proposes what follows the first copy, which a lookup of at most 4 tokens gets wrong."""
+    a, block, b, c = [1, 2, 3, 4], [50, 51, 52, 53, 54, 55], [60, 61, 62], [70, 71, 72]
+    file = a + block + b + [9] + block + c
+    prompt = [100, 101] + file + [102]
+    for max_n, expected in ((16, b), (4, c)):
+        proposer = NgramProposer(prompt, max_n=max_n)
+        proposer.observe(a + block)  # the output copies the file
+        assert proposer.propose(3).tokens == expected
+    copying = NgramProposer(prompt)
+    copying.observe(a[:1])
+    assert copying.match_length == 1 and copying.context() == "ngram/1"
+    copying.observe(a[1:] + block)
+    assert copying.match_length == 8 and copying.context() == "ngram/4"  # past 4 tokens: one estimate
+
+
+def test_the_index_holds_every_length_up_to_4_then_doublings():
+    assert NgramConfig().sizes == (1, 2, 3, 4, 8, 16)
+    assert NgramConfig(min_n=2, max_n=12).sizes == (2, 3, 4, 8, 12)
+    assert NgramConfig(max_n=4).sizes == (1, 2, 3, 4)
+    tokens = list(range(1000))
+    proposer = NgramProposer(tokens)
+    assert len(proposer._follow) <= len(NgramConfig().sizes) * len(tokens)
+
+
 def test_config_validation():
     with pytest.raises(ValueError):
         NgramConfig(min_n=0)
@@ -72,3 +101,5 @@ def test_config_validation():
         NgramConfig(min_n=3, max_n=2)
     with pytest.raises(ValueError):
         NgramConfig(weak_cap=0)
+    with pytest.raises(ValueError):
+        NgramConfig(dense_n=0)
