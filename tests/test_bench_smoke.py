@@ -112,6 +112,23 @@ def test_workloads_for_the_real_tokenizer_shape():
     assert all(t.prediction_ids == by_suite["verbatim"][0].prediction_ids for t in by_suite["edit"])
     assert corpus_instruction("move_function_2_m8", "move_function").startswith("Swap")
     assert "def main" in snake_source()
+    longfile = by_suite["longfile"]
+    assert [t.kind for t in longfile] == ["rename", "type_hints", "one_default"]
+    for t in longfile:  # the whole ~350-line file in the prompt, as the prediction, and room to write it back
+        assert len(t.prediction_ids) > 2000 and t.max_tokens > len(t.prediction_ids)
+        assert "class shlex" in t.prediction_text and t.meta["file"] == "shlex.py"
+        assert len(t.prompt_ids) > len(t.prediction_ids)
+
+
+def test_the_long_file_suite_runs_on_request_only(tmp_path):
+    """`--suite longfile` runs the long-file edits (tiny: the file cut short); the default run leaves them out
+    (test_every_suite_ran)."""
+    argv = ["--tiny", "--suite", "longfile", "--limit", "1", "--max-tokens", "4", "--out", str(tmp_path),
+            "--no-progress"]
+    assert main(argv) == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert [t["name"] for t in result["tasks"]] == ["longfile/rename"]
+    assert "longfile" in (tmp_path / "results.md").read_text()
 
 
 def test_replay_of_the_recording(bench, capsys):

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from foretell.bench.workloads import SUITES
+from foretell.bench.workloads import DEFAULT_SUITES, SUITES
 
 DEFAULT_OUT = Path("benchmarks/results")
 
@@ -26,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"],
                    help="auto (default) = bfloat16 on GPUs and on CPUs with native bf16 (AVX512-BF16/AMX), float32 "
                         "elsewhere: emulated bf16 is ~20x slower than fp32 on an AVX2-only CPU")
-    p.add_argument("--suite", default=",".join(SUITES),
-                   help=f"comma-separated suites out of {','.join(SUITES)} (default: all); 'peers' adds HF "
+    p.add_argument("--suite", default=",".join(DEFAULT_SUITES),
+                   help=f"comma-separated suites out of {','.join(SUITES)} (default: all but longfile); 'peers' adds HF "
                         "transformers generate (plain and prompt lookup) to every task, and vLLM if .venv-vllm exists")
     p.add_argument("--max-tokens", type=int, default=None, help="cap on every request's max_tokens")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N tasks per suite")

@@ -354,7 +354,7 @@ class BenchOptions:
     cost_curve: str = "measured"  # measured (the engine's cached start-up measurement) | reference
     concurrency: tuple[int, ...] = (1, 4, 8)
     concurrency_max_tokens: int = 256
-    peers_on: tuple[str, ...] = ("verbatim", "edit", "corpus", "realedit")  # suites whose tasks also run the HF peers
+    peers_on: tuple[str, ...] = ("verbatim", "edit", "corpus", "realedit", "longfile")  # suites whose tasks also run the HF peers
     record_only: bool = False  # only plain decoding of the verbatim/edit/corpus tasks, written by --record
     engine: str = "embedded"  # "vllm": also vLLM plain / n-gram / foretell plugin on the same tasks
     vllm_k: int = 32  # vLLM num_speculative_tokens (n-gram and foretell alike)

@@ -262,7 +262,7 @@ def markdown(result: dict[str, Any]) -> str:
                          _identity_cell(o)])
         lines += _table(header, rows) + [""]
         suite_rows = []
-        for suite in ("verbatim", "edit", "corpus", "realedit"):
+        for suite in ("verbatim", "edit", "corpus", "realedit", "longfile"):
             s = summary.get(suite)
             if not s:
                 continue

@@ -12,6 +12,9 @@ Suites (each a list of :class:`Task`):
   edit, an SQL schema edit and a JavaScript modernisation; the file in the prompt, prediction = the file.
 - ``controls``: the verbatim prompt and an open-ended prompt with no prediction (n-gram lookup only), a
   garbage prediction (unrelated prose of the same token length) and an empty prediction.
+- ``longfile`` (opt-in, not in the default run: each task writes ~2,900 tokens): three edits of a 350-line
+  file (``data/longfile/shlex.py``, ~2,900 tokens) that ask for the whole file back: a rename, type hints,
+  one default changed. On a long file every drafted token attends to thousands of cached keys.
 
 Concurrency reuses the verbatim and edit tasks (see :mod:`foretell.bench.harness`).
 """
@@ -26,7 +29,8 @@ from typing import Any, Sequence
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 RECORDED_PATH = DATA_DIR / "recorded_outputs.json"
-SUITES = ("verbatim", "edit", "corpus", "controls", "realedit", "concurrency", "peers")
+SUITES = ("verbatim", "edit", "corpus", "controls", "realedit", "concurrency", "peers", "longfile")
+DEFAULT_SUITES = tuple(s for s in SUITES if s != "longfile")  # what `foretell bench` runs without --suite
 
 VERBATIM_INSTRUCTION = "Reproduce this file exactly, no commentary:"
 EDIT_INSTRUCTIONS = {
@@ -85,6 +89,13 @@ REALEDIT_TASKS = (
     ("cart.js", "js_edit", "Modernise this file: const/let instead of var, a class instead of the prototype "
                            "functions, and an async checkout that awaits payment.charge."),
 )
+# (file in data/longfile/, kind, instruction): the whole file back, as a coding agent asks for it.
+LONGFILE_TASKS = (
+    ("shlex.py", "rename", "In this file, rename the method `read_token` to `next_raw_token` everywhere."),
+    ("shlex.py", "type_hints", "Add type hints to every function and method signature in this file."),
+    ("shlex.py", "one_default", "Change the default value of `posix` in `split` to True."),
+)
+LONGFILE_RULE = "Reply with the whole updated file in one code block, nothing else."
 FENCE_LANGUAGE = {".py": "python", ".js": "javascript", ".json": "json", ".md": "markdown", ".sql": "sql"}
 CORPUS_FALLBACK_INSTRUCTION = "Refactor this code for readability without changing its behaviour."
 
@@ -246,15 +257,27 @@ def corpus_tasks(tokenizer, opts: WorkloadOptions) -> tuple[list[Task], str | No
 
 def realedit_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
     """The real-edit workload (see the module docstring): the file in the prompt and as the prediction."""
+    return _file_edit_tasks(tokenizer, opts, "realedit", REALEDIT_TASKS, REPLY_RULE, lambda n: 2 * n + 128)
+
+
+def longfile_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
+    """The long-file workload (see the module docstring): the file in the prompt and as the prediction."""
+    return _file_edit_tasks(tokenizer, opts, "longfile", LONGFILE_TASKS, LONGFILE_RULE, lambda n: n + 256)
+
+
+def _file_edit_tasks(tokenizer, opts: WorkloadOptions, suite: str, table, reply_rule: str,
+                     budget) -> list[Task]:
+    """One task per (file in data/SUITE/, kind, instruction) of ``table``: the file in the prompt (after the
+    instruction and ``reply_rule``) and as the prediction; max_tokens = ``budget``(the file's tokens)."""
     tasks = []
-    for filename, kind, instruction in REALEDIT_TASKS:
-        code = (DATA_DIR / "realedit" / filename).read_text()
+    for filename, kind, instruction in table:
+        code = (DATA_DIR / suite / filename).read_text()
         code = _fit_tiny(code, 6) if opts.tiny else code
         pred = encode(tokenizer, code)
         language = FENCE_LANGUAGE[Path(filename).suffix]
-        prompt = chat_prompt_ids(tokenizer, file_prompt(instruction, code, language=language))
-        tasks.append(Task(f"realedit/{kind}", "realedit", kind, instruction, prompt, pred,
-                          _cap(2 * len(pred) + 128, opts), code, meta={"file": filename}))
+        prompt = chat_prompt_ids(tokenizer, file_prompt(instruction, code, reply_rule, language))
+        tasks.append(Task(f"{suite}/{kind}", suite, kind, instruction, prompt, pred,
+                          _cap(budget(len(pred)), opts), code, meta={"file": filename}))
     return _limit(tasks, opts)
 
 
@@ -301,6 +324,8 @@ def build_tasks(tokenizer, suites: Sequence[str], opts: WorkloadOptions) -> tupl
         tasks += realedit_tasks(tokenizer, opts)
     if "controls" in suites:
         tasks += control_tasks(tokenizer, opts)
+    if "longfile" in suites:
+        tasks += longfile_tasks(tokenizer, opts)
     if not ("peers" in suites):
         tasks = [replace(t, peers=False) for t in tasks]
     return tasks, notes
