@@ -32,8 +32,8 @@ CONTEXT_CAP = 4  # matches longer than this share the estimate of ``ngram/4`` (s
 
 @dataclass(frozen=True)
 class NgramConfig:
-    """``min_n``/``max_n``: suffix lengths tried, longest first: every length up to ``dense_n``, and beyond it
-    only doublings of it (``dense_n`` = 4, ``max_n`` = 16: 1, 2, 3, 4, 8, 16). ``weak_cap``: when set, a match
+    """``min_n``/``max_n``: suffix lengths tried, longest first: every length up to ``dense_n``, beyond it only
+    doublings of it, and ``max_n`` (``dense_n`` = 4, ``max_n`` = 16: 1, 2, 3, 4, 8, 16; ``max_n`` = 12: ..., 8, 12). ``weak_cap``: when set, a match
     of n tokens proposes at most ``weak_cap << (n - 1)`` tokens (short drafts on weak evidence); None = up
     to k."""
 
