@@ -8,6 +8,8 @@ machine runs it (docs/GPU.md)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
@@ -21,7 +23,7 @@ import test_tree
 from foretell.config import EngineConfig
 from foretell.engine.api import GenerationRequest
 from foretell.engine.llm_engine import LLMEngine
-from foretell.engine.runner import ExactModeUnavailable, ModelRunner
+from foretell.engine.runner import ExactModeUnavailable, ModelRunner, Segment
 from foretell.testing import make_tiny_model, make_tiny_tokenizer
 
 CUDA = torch.device("cuda")
@@ -118,3 +120,51 @@ def test_exact_mode_is_refused_or_row_invariant_on_the_gpu(tokenizer):
                           [test_engine.request(p, 48, prediction=plain[str(i)][::2], request_id=str(i))
                            for i, p in enumerate(ps)])
     assert got == plain
+
+
+def test_exact_mode_gives_each_position_the_same_bits_in_any_pass_at_the_default_models_widths():
+    """The default model's widths (896 -> 4864 MLP, a 151,936-token head), 2 layers, bf16. On an H200 the real
+    0.5B left plain decoding's output in exact mode (a port to JS: first 133 tokens equal) while each linear
+    call took its rows as they came: cuBLAS picks its kernel by the number of rows, and a pass that carries
+    the prompt's last chunk and the first draft has hundreds. With every linear layer and norm on fixed blocks
+    (FixedRows) the output was identical. Every position's logits must have the same bits in a verify pass of
+    any length, and with the draft riding on the prompt, as in one-token passes."""
+    assert_exact_at_default_widths(CUDA)
+
+
+def assert_exact_at_default_widths(device) -> None:
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    import test_exact
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=2,
+                         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
+                         initializer_range=0.02)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).to(device).eval()
+    runner = ModelRunner(model, exact=True)
+    rng = random.Random(0)
+    prompt = [rng.randrange(config.vocab_size) for _ in range(301)]
+    follow = [rng.randrange(config.vocab_size) for _ in range(128)]
+    reference = test_exact.one_token_logits(runner, prompt, follow)
+    for k in (1, 2, 3, 7, 16, 33, 64, 100, 128):
+        kv = test_exact.new_kv(runner)
+        test_exact.prefill(runner, kv, prompt[:-1], 16)
+        logits = runner.forward([Segment(kv, [prompt[-1]] + follow[:k], num_logits=k + 1)])[0]
+        assert torch.equal(logits, reference[: k + 1]), f"a verify pass of {k} tokens changed some bits"
+    # the prompt as one chunk, then one token per pass (plain decoding), against the first draft riding on
+    # the prompt (the prediction's first pass): the prompt's keys and values must not change either
+    kv = test_exact.new_kv(runner)
+    rows = [runner.forward([Segment(kv, prompt, num_logits=1)])[0]]
+    kv.length = len(prompt)
+    for token in follow[:65]:
+        rows.append(runner.forward([Segment(kv, [token], num_logits=1)])[0])
+        kv.length += 1
+    plain = torch.cat(rows)
+    for k in (8, 64):
+        kv = test_exact.new_kv(runner)
+        logits = runner.forward([Segment(kv, prompt + follow[:k], num_logits=k + 1)])[0]
+        assert torch.equal(logits, plain[: k + 1]), f"a draft of {k} riding on the prompt changed some bits"
+        kv.length = len(prompt) + k
+        logits = runner.forward([Segment(kv, follow[k:k + 1], num_logits=1)])[0]
+        assert torch.equal(logits, plain[k + 1 : k + 2]), "the prompt's keys and values changed"

@@ -216,3 +216,25 @@ def test_kernel_route_sends_prompt_chunks_to_the_library_gemm_and_other_rows_to_
         del layer.kernel
     assert dense_rows == [20, 5]  # the first request's chunk, the third's chunk (its last 2 rows need logits)
     assert kernel_rows == [5]  # 3 + 2 rows that need logits, in one call
+
+
+def test_fixed_rows_runs_every_call_on_one_block_shape_and_keeps_the_results():
+    """Exact mode's GPU route (FixedRows, checked bit for bit in tests/test_cuda.py on a GPU): every linear
+    layer and RMSNorm sees blocks of exactly N rows whatever the pass, the head stays reachable for the
+    runner, and the logits are those of the plain model (fp32 here, where blocking changes no result)."""
+    from foretell.engine.runner import FixedRows, fix_rows
+
+    plain = make_tiny_model(seed=4)
+    wrapped = make_tiny_model(seed=4)
+    assert fix_rows(wrapped, 8) == sum(1 for m in plain.modules()
+                                       if type(m) is torch.nn.Linear or type(m).__name__.endswith("RMSNorm"))
+    shapes = []
+    for m in wrapped.modules():
+        if isinstance(m, FixedRows):
+            m.inner.register_forward_pre_hook(lambda _m, args: shapes.append(tuple(args[0].shape)))
+    assert isinstance(wrapped.get_output_embeddings(), FixedRows)
+    ids = torch.tensor([[3, 17, 5, 9, 11, 2, 8, 40, 41, 7, 6]])  # 11 rows: one full block and one padded
+    with torch.no_grad():
+        want, got = plain(ids).logits, wrapped(ids).logits
+    assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
+    assert shapes and all(shape[0] == 8 for shape in shapes)

@@ -605,9 +605,13 @@ def widen_cpu_linears(model) -> int:
 
 
 def _linears(model) -> list[torch.nn.Module]:
+    """The model's linear layers as they are called (a :class:`FixedRows` rather than the layer inside it)."""
     from torch.utils.mkldnn import MkldnnLinear
 
-    return [m for m in model.modules() if isinstance(m, (torch.nn.Linear, MkldnnLinear, _Fp32Linear))]
+    kinds = (torch.nn.Linear, MkldnnLinear, _Fp32Linear)
+    wrapped = {id(m.inner) for m in model.modules() if isinstance(m, FixedRows)}
+    return [m for m in model.modules() if id(m) not in wrapped
+            and (isinstance(m, kinds) or isinstance(m, FixedRows) and isinstance(m.inner, kinds))]
 
 
 def _pad_one_row(module, args):
@@ -625,12 +629,57 @@ def _unpad_one_row(module, args, output):
     return None
 
 
+class FixedRows(torch.nn.Module):
+    """Exact mode on a GPU: runs the wrapped module (a linear layer or an RMSNorm) on blocks of exactly
+    ``rows`` rows, the last one padded with zeros. Every call then has one shape, so the library runs one
+    kernel with one reduction order, and a row's bits cannot depend on how many rows the pass has. (cuBLAS
+    picks its GEMM kernel by shape, and the reductions of a norm are laid out by the number of rows: on an
+    H200 a verify pass rounded differently from a decode step with either.)
+
+    Example: ``FixedRows(linear, 64)(x)`` with 100 rows runs ``linear`` twice, on 64 rows each."""
+
+    def __init__(self, inner: torch.nn.Module, rows: int):
+        super().__init__()
+        self.inner, self.rows = inner, rows
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.inner.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        n = flat.shape[0]
+        if n % self.rows:
+            flat = torch.cat([flat, flat.new_zeros(self.rows - n % self.rows, flat.shape[-1])])
+        out = torch.cat([self.inner(block) for block in flat.split(self.rows)])
+        return out[:n].reshape(*x.shape[:-1], out.shape[-1])
+
+
+GPU_EXACT_ROWS = 64  # exact mode's block on a GPU (FixedRows): a decode step's one row is padded to this many
+
+
+def fix_rows(model, rows: int = GPU_EXACT_ROWS) -> int:
+    """Wrap every plain ``nn.Linear`` and every RMSNorm of ``model`` in :class:`FixedRows`; returns how many."""
+    swapped = 0
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is torch.nn.Linear or type(child).__name__.endswith("RMSNorm"):
+                setattr(module, name, FixedRows(child, rows))
+                swapped += 1
+    return swapped
+
+
 def make_row_invariant(model) -> int:
     """Make every linear layer's result for a row independent of the other rows of the call; returns how many
-    layers were hooked. No call runs on a single row (hooks pad it to two), and where this machine's GEMM
-    for the model's dtype still lets rows depend on each other (bf16 on a CPU without native bf16), the
-    layers compute in fp32 with oneDNN (:func:`widen_cpu_linears`). Raises :class:`ExactModeUnavailable`
-    where neither holds (:func:`check_row_invariance`)."""
+    layers were hooked or wrapped. On a GPU every linear layer and norm runs on fixed blocks of rows
+    (:class:`FixedRows`). On a CPU no call runs on a single row (hooks pad it to two), and where this
+    machine's GEMM for the model's dtype still lets rows depend on each other (bf16 on a CPU without native
+    bf16), the layers compute in fp32 with oneDNN (:func:`widen_cpu_linears`). Raises
+    :class:`ExactModeUnavailable` where neither holds (:func:`check_row_invariance`)."""
+    if next(model.parameters()).device.type == "cuda":
+        wrapped = fix_rows(model, GPU_EXACT_ROWS)
+        check_row_invariance(model, rows=2 * GPU_EXACT_ROWS + 9)
+        return wrapped
     prepack_cpu_linears(model)  # fp32 on CPU: oneDNN's GEMM keeps rows independent, MKL's does not
     handles = _hook_linears(model)
     try:
