@@ -114,7 +114,7 @@ def main() -> None:
     base = build_model(args.layers, args.device, torch.bfloat16)
     rng = random.Random(0)
     prompt = [rng.randrange(QWEN_05B["vocab_size"]) for _ in range(301)]
-    follow = [rng.randrange(QWEN_05B["vocab_size"]) for _ in range(max(ks))]
+    follow = [rng.randrange(QWEN_05B["vocab_size"]) for _ in range(max(ks + [20]))]  # the pass beside a chunk drafts 20
     results = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else args.device,
                "torch": torch.__version__, "layers": args.layers, "routes": {}}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,10 @@ is composed (alone, in a verify pass of any length, beside other requests): ever
 attends through the same one-query call a decode step makes, and prompt chunks attend together within
 bounds the engine fixes. Linear layers: where foretell's CPU kernel builds, every row that needs logits goes
 through it (it computes each row alone, in one order, whatever the number of rows) and a prompt chunk's rows
-through the library GEMM, one call per chunk (:class:`ExactKernelLinear`); elsewhere no linear layer runs on
-one row (one-row GEMMs take a GEMV path that rounds differently from the GEMM every longer pass uses) and
-fp32 layers run on oneDNN's GEMM. A probe at start-up checks that the rows of a GEMM do not depend on each
+through the library GEMM, one call per chunk (:class:`ExactKernelLinear`); on a GPU every linear layer and
+norm runs on blocks of a fixed number of rows (:class:`FixedRows`); elsewhere no linear layer runs on one row
+(one-row GEMMs take a GEMV path that rounds differently from the GEMM every longer pass uses) and fp32 layers
+run on oneDNN's GEMM. A probe at start-up checks that the rows of a GEMM do not depend on each
 other with this machine's kernels; where bf16/fp16 ones do (a CPU without native bf16), those layers compute
 through oneDNN's fp32 GEMM, and where nothing helps exact mode is refused (docs/EXACT.md).
 """
@@ -633,8 +634,9 @@ class FixedRows(torch.nn.Module):
     """Exact mode on a GPU: runs the wrapped module (a linear layer or an RMSNorm) on blocks of exactly
     ``rows`` rows, the last one padded with zeros. Every call then has one shape, so the library runs one
     kernel with one reduction order, and a row's bits cannot depend on how many rows the pass has. (cuBLAS
-    picks its GEMM kernel by shape, and the reductions of a norm are laid out by the number of rows: on an
-    H200 a verify pass rounded differently from a decode step with either.)
+    picks its GEMM kernel by shape, and a norm's reduction layout may follow the number of rows. On an H200
+    the real 0.5B's answer changed in exact mode while one-row calls were only padded to two rows; with
+    these blocks it did not.)
 
     Example: ``FixedRows(linear, 64)(x)`` with 100 rows runs ``linear`` twice, on 64 rows each."""
 
@@ -645,6 +647,10 @@ class FixedRows(torch.nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         return self.inner.weight
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        return getattr(self.inner, "bias", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
