@@ -257,13 +257,14 @@ AttentionInterface.register(ATTN_NAME, _packed_attention)
 AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)  # used only when the model is called normally
 
 
-def _swap_linears(model, make) -> int:
-    """Replace every plain ``nn.Linear`` in ``model`` by ``make(layer)`` (kept where that returns None); how many."""
+def _swap_linears(model, make, also=lambda child: False) -> int:
+    """Replace every plain ``nn.Linear`` in ``model`` (and every module ``also`` accepts) by ``make(module)``
+    (kept where that returns None); how many."""
     swapped = 0
     with torch.no_grad():
         for module in list(model.modules()):
             for name, child in list(module.named_children()):
-                if type(child) is torch.nn.Linear and (layer := make(child)) is not None:
+                if (type(child) is torch.nn.Linear or also(child)) and (layer := make(child)) is not None:
                     setattr(module, name, layer)
                     swapped += 1
     return swapped
@@ -666,13 +667,8 @@ GPU_EXACT_ROWS = 64  # exact mode's block on a GPU (FixedRows): a decode step's 
 
 def fix_rows(model, rows: int = GPU_EXACT_ROWS) -> int:
     """Wrap every plain ``nn.Linear`` and every RMSNorm of ``model`` in :class:`FixedRows`; returns how many."""
-    swapped = 0
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) is torch.nn.Linear or type(child).__name__.endswith("RMSNorm"):
-                setattr(module, name, FixedRows(child, rows))
-                swapped += 1
-    return swapped
+    return _swap_linears(model, lambda child: FixedRows(child, rows),
+                         also=lambda child: type(child).__name__.endswith("RMSNorm"))
 
 
 def make_row_invariant(model) -> int:
