@@ -57,6 +57,16 @@ def test_serve_options_map_to_engine_config():
     assert cli._engine_config(cli.build_parser().parse_args(["serve", "--no-prefix-cache"])).prefix_cache is False
 
 
+def test_exact_mode_is_the_engines_choice_unless_asked_either_way(capsys):
+    parse = cli.build_parser().parse_args
+    assert cli._engine_config(parse(["serve"])).exact is None
+    assert cli._engine_config(parse(["serve", "--exact"])).exact is True
+    assert cli._engine_config(parse(["serve", "--no-exact"])).exact is False
+    with pytest.raises(SystemExit):
+        parse(["serve", "--exact", "--no-exact"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
 def test_serve_loads_the_packaged_drafter_of_the_1_5b_unless_told_otherwise():
     """The issue's default: --model qwen2.5-coder-1.5b serves with the packaged 0.5B as draft model; an explicit
     --draft-model wins, 'none' serves without one, and other models get none by default."""

@@ -142,3 +142,93 @@ def test_not_built_when_turned_off_or_without_a_working_compiler(monkeypatch, tm
         assert built is not None and built.path.is_relative_to(tmp_path)
     finally:
         cpu_gemm.load.cache_clear()
+
+
+# ---- the attention for the rows that need logits (cpu_gemm.c: foretell_attention_*) ----
+
+def _attention_reference(q, k, v, first, end, scale) -> torch.Tensor:
+    """float64 softmax attention, query t over keys [first[t], end[t]) of its KV head."""
+    heads, n, _ = q.shape
+    rep = heads // k.shape[0]
+    out = torch.empty(q.shape, dtype=torch.float64)
+    for h in range(heads):
+        for t in range(n):
+            keys, values = k[h // rep, first[t] : end[t]].double(), v[h // rep, first[t] : end[t]].double()
+            weights = torch.softmax(keys @ q[h, t].double() * scale, dim=0)
+            out[h, t] = weights @ values
+    return out
+
+
+def _attention_case(heads, kv_heads, dim, n, dtype, seed, window=None, capacity=160):
+    gen = torch.Generator().manual_seed(seed)
+    k, v = (torch.randn(kv_heads, capacity, dim, generator=gen).to(dtype) for _ in range(2))
+    q = torch.randn(heads, n, dim, generator=gen).to(dtype)
+    end = [capacity - n + t + 1 - int(torch.randint(0, 3, (), generator=gen)) for t in range(n)]
+    first = [0 if window is None else max(0, e - window) for e in end]
+    return q, k, v, first, end
+
+
+@pytest.mark.parametrize("heads,kv_heads,dim", [(14, 2, 64), (12, 2, 128), (4, 4, 32), (4, 2, 16), (6, 3, 40)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_attention_matches_a_float64_reference(gemm, heads, kv_heads, dim, dtype):
+    for window in (None, 37):
+        q, k, v, first, end = _attention_case(heads, kv_heads, dim, 9, dtype, seed=dim + heads, window=window)
+        got = gemm.attention(q, k, v, first, end, dim ** -0.5)
+        assert got.dtype == dtype and got.shape == q.shape
+        expected = _attention_reference(q, k, v, first, end, dim ** -0.5)
+        tol = 1e-5 if dtype == torch.float32 else 1e-2  # bf16: the output is rounded to bf16 once
+        torch.testing.assert_close(got.double(), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_attention_gives_a_query_the_same_bits_alone_and_beside_any_other_queries(gemm, dtype):
+    """A query's result depends on its own keys only: alone (a decode step), at any place in a call of any
+    length (a verify pass), beside queries that see other key ranges (other positions, a sliding window)."""
+    for heads, kv_heads, dim in ((14, 2, 64), (12, 2, 128), (4, 2, 16)):
+        q, k, v, first, end = _attention_case(heads, kv_heads, dim, 40, dtype, seed=dim, window=None)
+        first = [f + (t % 3) * 5 for t, f in enumerate(first)]  # key ranges that start apart too
+        alone = [gemm.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], 0.125)[:, 0] for t in range(40)]
+        for n in (2, 7, 33, 40):
+            for start in (0, 40 - n):
+                part = slice(start, start + n)
+                got = gemm.attention(q[:, part], k, v, first[part], end[part], 0.125)
+                for t in range(n):
+                    assert torch.equal(got[:, t], alone[start + t]), (heads, dim, n, start, t)
+
+
+def test_attention_refuses_what_it_cannot_take(gemm):
+    q, k, v, first, end = _attention_case(4, 2, 64, 3, torch.float32, seed=0)
+    assert not gemm.attends(torch.float16, 64) and not gemm.attends(torch.float32, 16 * 64)
+    with pytest.raises(TypeError):
+        gemm.attention(q.half(), k.half(), v.half(), first, end, 0.1)
+    with pytest.raises(TypeError):  # caches of another dtype than the queries
+        gemm.attention(q, k.bfloat16(), v.bfloat16(), first, end, 0.1)
+    with pytest.raises(TypeError):  # a cache that is not contiguous
+        gemm.attention(q, k.transpose(0, 1).contiguous().transpose(0, 1), v, first, end, 0.1)
+    with pytest.raises(ValueError):  # keys past the cache
+        gemm.attention(q, k, v, first, [e + 10 for e in end], 0.1)
+    with pytest.raises(ValueError):  # an empty key range
+        gemm.attention(q, k, v, end, end, 0.1)
+    with pytest.raises(ValueError):  # query heads that are not a multiple of the KV heads
+        gemm.attention(q[:3], k, v, first, end, 0.1)
+
+
+def test_the_avx2_build_computes_the_same_attention_and_keeps_queries_independent(gemm, monkeypatch, tmp_path):
+    """The AVX2 code path (8-lane vectors), built here with AVX-512 turned off, where this CPU has AVX2."""
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("no AVX2 here")
+    monkeypatch.setattr(cpu_gemm, "FLAGS", (*cpu_gemm.FLAGS, "-mno-avx512f"))
+    path = cpu_gemm._build(tmp_path)
+    avx2 = cpu_gemm.CpuGemm(__import__("ctypes").CDLL(str(path)), path)
+    assert avx2.lanes == 8
+    cpu_gemm._check(avx2)
+    for dtype in (torch.float32, torch.bfloat16):
+        for heads, kv_heads, dim in ((14, 2, 64), (4, 2, 16), (6, 3, 40)):
+            q, k, v, first, end = _attention_case(heads, kv_heads, dim, 12, dtype, seed=dim, window=29)
+            got = avx2.attention(q, k, v, first, end, dim ** -0.5)
+            tol = 1e-5 if dtype == torch.float32 else 1e-2
+            torch.testing.assert_close(got.double(), _attention_reference(q, k, v, first, end, dim ** -0.5),
+                                       rtol=tol, atol=tol)
+            for t in (0, 5, 11):
+                alone = avx2.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], dim ** -0.5)
+                assert torch.equal(alone[:, 0], got[:, t])

@@ -238,3 +238,50 @@ def test_fixed_rows_runs_every_call_on_one_block_shape_and_keeps_the_results():
         want, got = plain(ids).logits, wrapped(ids).logits
     assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
     assert shapes and all(shape[0] == 8 for shape in shapes)
+
+
+def test_exact_mode_is_on_by_default_only_where_a_cpu_runs_foretells_kernels(monkeypatch):
+    from foretell.engine import runner as runner_module
+    from foretell.models import loader
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(cpu_gemm, "load", lambda: object())  # the kernels build
+    monkeypatch.setattr(loader, "cpu_has_amx", lambda: False)
+    assert runner_module.exact_by_default(cpu, torch.bfloat16)
+    assert runner_module.exact_by_default(cpu, torch.float32)
+    assert not runner_module.exact_by_default(gpu, torch.bfloat16)  # 64-row blocks: much slower passes
+    monkeypatch.setattr(loader, "cpu_has_amx", lambda: True)
+    assert not runner_module.exact_by_default(cpu, torch.bfloat16)  # AMX's GEMM: long passes nearly free
+    assert runner_module.exact_by_default(cpu, torch.float32)
+    monkeypatch.setattr(cpu_gemm, "load", lambda: None)  # no kernel: the padded route
+    monkeypatch.setattr(loader, "cpu_has_amx", lambda: False)
+    assert not runner_module.exact_by_default(cpu, torch.float32)
+
+
+def test_from_config_runs_exact_by_default_and_falls_back_only_when_not_asked(tmp_path, monkeypatch, caplog):
+    """Left to the engine, exact mode is on here (a CPU with the kernels); where the start-up probe finds rows
+    that depend on each other, a server that was not asked for exact mode starts without it (a warning), and
+    one that was asked refuses to start."""
+    from foretell.engine import llm_engine
+    from foretell.engine import runner as runner_module
+    from foretell.testing import save_tiny_model_dir
+
+    if cpu_gemm.load() is None:
+        pytest.skip("foretell's CPU kernel does not build here")
+    monkeypatch.setattr(llm_engine, "exact_by_default", lambda device, dtype: True)  # AMX or not
+    path = str(save_tiny_model_dir(tmp_path / "tiny"))
+    engine, _ = LLMEngine.from_config(EngineConfig(model=path, dtype="float32", measure_cost_curve=False))
+    assert engine.runner.exact and engine.runner.exact_kernel
+    off, _ = LLMEngine.from_config(EngineConfig(model=path, dtype="float32", measure_cost_curve=False, exact=False))
+    assert not off.runner.exact
+
+    def unavailable(*args, **kwargs):
+        raise runner_module.ExactModeUnavailable("rows depend on each other (test)")
+
+    monkeypatch.setattr(runner_module, "check_row_invariance", unavailable)
+    with caplog.at_level("WARNING"):
+        fallback, _ = LLMEngine.from_config(EngineConfig(model=path, dtype="float32", measure_cost_curve=False))
+    assert not fallback.runner.exact and "exact mode is off" in caplog.text
+    assert not any(isinstance(m, ExactKernelLinear) for m in fallback.runner.model.modules())  # a fresh model
+    with pytest.raises(runner_module.ExactModeUnavailable):
+        LLMEngine.from_config(EngineConfig(model=path, dtype="float32", measure_cost_curve=False, exact=True))

@@ -27,9 +27,13 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"], help="weights dtype (default: auto)")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     g.add_argument("--max-model-len", type=int, default=None, help="context length (default: the model's, at most 32768)")
-    g.add_argument("--exact", action="store_true",
-                   help="batch-invariant numerics: outputs bit-identical with and without a prediction in any dtype "
-                   "(bf16 included), at the cost of slower verify passes and prefill (docs/EXACT.md)")
+    exact = g.add_mutually_exclusive_group()
+    exact.add_argument("--exact", dest="exact", action="store_const", const=True, default=None,
+                       help="batch-invariant numerics: outputs bit-identical with and without a prediction in any "
+                       "dtype (bf16 included). Default: on where a CPU runs foretell's kernels (not for bf16 with "
+                       "AMX), off on a GPU, where it makes verify passes much slower (docs/EXACT.md)")
+    exact.add_argument("--no-exact", dest="exact", action="store_const", const=False,
+                       help="turn exact mode off where it would be on by default")
     g.add_argument("--cpu-linears", default="dispatch", choices=["dispatch", "lean", "packed"],
                    help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or foretell's small-pass "
                    "GEMM (oneDNN packed weights where it cannot be built), whichever start-up measured faster for "
@@ -42,7 +46,7 @@ def _engine_config(args: argparse.Namespace, **overrides):
     from foretell.config import EngineConfig
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len,
-                  exact=getattr(args, "exact", False), cpu_linears=getattr(args, "cpu_linears", "dispatch"))
+                  exact=getattr(args, "exact", None), cpu_linears=getattr(args, "cpu_linears", "dispatch"))
     for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k",
                  "prefix_cache"):
         value = getattr(args, name, None)
@@ -76,6 +80,13 @@ def _load_engine(config):
         return AsyncEngine.from_config(config)
     except (ModelError, UnsupportedModelError, ExactModeUnavailable) as exc:
         raise LoadError(str(exc)) from exc
+
+
+def _exact_line(exact: bool) -> str:
+    if exact:
+        return "exact mode on: outputs are bit-identical with and without a prediction (--no-exact: off)"
+    return ("exact mode off: outputs with a prediction may differ after a near-tie in bf16 or on a GPU "
+            "(--exact: on; docs/EXACT.md)")
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -139,6 +150,7 @@ def _serve(args: argparse.Namespace) -> int:
         engine = _load_engine(config)
     except LoadError as exc:
         return _fail(str(exc), code=1)
+    print(f"foretell: {_exact_line(engine.engine.runner.exact)}", file=sys.stderr, flush=True)
     try:
         limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
         app = build_app(engine, api_key=args.api_key, **limits)

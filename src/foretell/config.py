@@ -155,7 +155,9 @@ class EngineConfig:
     measure_cost_curve: bool = True
     seed: int = 0
     trace_path: str | None = None  # append a JSON line per request and step (foretell.engine.trace)
-    exact: bool = False  # batch-invariant numerics: outputs bit-identical with and without speculation in any dtype
+    # batch-invariant numerics: outputs bit-identical with and without speculation in any dtype. None = auto: on
+    # where a CPU runs foretell's kernels (not with bf16 on AMX), off on a GPU (engine.runner.exact_by_default)
+    exact: bool | None = None
     # fp32 on a CPU: "dispatch" = per pass size, MKL or foretell's GEMM (engine/cpu_gemm.py; oneDNN packed, a
     # second copy of the weights, where it cannot be built), whichever start-up measured faster for whole
     # passes of that size, the GEMM on a bf16 copy where the weights are exactly bf16; "lean" = the same with

@@ -51,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time each engine step's phases (forward, verify, propose, other)")
     p.add_argument("--k-max", type=int, default=None, help="engine k_max (default: the engine's)")
     p.add_argument("--fixed-k", action="store_true", help="disable adaptive k (propose min(k_max, available))")
-    p.add_argument("--exact", action="store_true", help="the engine in exact (batch-invariant) mode, HF peers too")
+    exact = p.add_mutually_exclusive_group()
+    exact.add_argument("--exact", dest="exact", action="store_const", const=True, default=None,
+                       help="the engine in exact (batch-invariant) mode, HF peers too (default: the engine's choice, "
+                       "see `foretell serve --help`)")
+    exact.add_argument("--no-exact", dest="exact", action="store_const", const=False, help="exact mode off")
     p.add_argument("--repeat", type=_at_least_one, default=1,
                    help="runs per task of n-gram lookup and of foretell (interleaved; plain runs once): the median run is "
                         "reported with every run's wall time beside it (default 1)")

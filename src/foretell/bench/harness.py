@@ -350,7 +350,7 @@ class BenchOptions:
     profile: bool = False
     k_max: int | None = None
     adaptive_k: bool = True
-    exact: bool = False  # the engine's batch-invariant mode
+    exact: bool | None = None  # the engine's batch-invariant mode (None: the engine's default)
     cost_curve: str = "measured"  # measured (the engine's cached start-up measurement) | reference
     concurrency: tuple[int, ...] = (1, 4, 8)
     concurrency_max_tokens: int = 256
@@ -695,6 +695,7 @@ class Bench:
             "versions": versions(),
             "engine_config": {k: v for k, v in asdict(cfg).items()},
             "k_policy": k_policy,
+            "exact": self.engine.runner.exact,
             "cost_curve": {str(k): v for k, v in cost.items()} if cost else None,
             "cost_curve_source": "reference (REFERENCE §4, Qwen bf16 on an AVX-512/AMX CPU)"
             if self.opts.cost_curve == "reference" or self.opts.tiny else "measured at start-up (cached)",

@@ -211,7 +211,8 @@ def markdown(result: dict[str, Any]) -> str:
         + ", ".join(f"{n}: {r}" for n, r in (meta.get("cost_curve") or {}).items())
         + f"; CPU has native bf16: {meta.get('native_bf16')}",
         f"- **k policy**: {meta['k_policy']}; prefix cache off; {_decoding(meta.get('sampling'))}; "
-        f"HF prompt lookup k = {meta['hf_prompt_lookup_num_tokens']}; simulated alignment k = {meta['alignment_k']}",
+        + ("" if meta.get("exact") is None else f"exact mode {'on' if meta['exact'] else 'off'}; ")
+        + f"HF prompt lookup k = {meta['hf_prompt_lookup_num_tokens']}; simulated alignment k = {meta['alignment_k']}",
         f"- **run**: {meta['started']}, {meta['duration_s']:.0f} s; `foretell bench {' '.join(meta['argv'])}`",
         "",
         "Speedup = plain wall time / wall time on the same prompt in the same process (prefill included); "

@@ -23,6 +23,7 @@ import torch
 
 from foretell.config import ConfigError
 from foretell.core.adaptive_k import CostCalibrator, CostModel  # noqa: F401 - CostCalibrator: re-exported
+from foretell.engine import cpu_gemm
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import KernelPlan, ModelRunner, Segment, Shape
 
@@ -149,6 +150,9 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     falls back to ``DEFAULT_COST_POINTS`` and is not cached, so the next start measures again.
     """
     key = f"v2|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
+    gemm = cpu_gemm.load() if runner.device.type == "cpu" else None
+    if gemm is not None:  # a new build of foretell's kernels (linears, attention) prices passes anew
+        key = f"{key}|cpu_gemm={gemm.path.parent.name}"
     if plan is not None:
         key = f"v4|kernel plan per shape|{key}"
     path = cache_dir / f"cost-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"

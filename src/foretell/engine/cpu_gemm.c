@@ -16,6 +16,8 @@
  * Built by cpu_gemm.py with the machine's C compiler (-O3 -march=native -fopenmp, torch's libgomp).
  */
 #include <immintrin.h>
+#include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -115,17 +117,23 @@ static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int 
             NAME(x + (size_t)j * K, w + (size_t)i * K, y + (size_t)j * N + i, b ? b + i : 0, 1, 1, K, N);      \
 }
 
-/* y = x w^T (+ b) over every block of NB weight rows (one thread each) and tile of MB input rows */
+/* y = x w^T (+ b) over every block of NB weight rows and tile of MB input rows; a thread takes GROUP blocks at a
+ * time and runs each input tile through all of them while it sits in L1 (with many input rows, reading the
+ * inputs once per block, not once per group, made the pass L2-bound) */
+#define GROUP 4
 #define DEFINE_LINEAR(NAME, XT, WT, TILE)                                                                     \
 void NAME(const XT *x, const WT *w, const float *b, float *y, int M, int N, int K, int threads) {            \
-    int blocks = (N + NB - 1) / NB;                                                                           \
+    int blocks = (N + NB - 1) / NB, groups = (blocks + GROUP - 1) / GROUP;                                    \
     _Pragma("omp parallel for schedule(static) num_threads(threads)")                                         \
-    for (int blk = 0; blk < blocks; blk++) {                                                                  \
-        int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB;                                                    \
+    for (int grp = 0; grp < groups; grp++) {                                                                  \
+        int last = (grp + 1) * GROUP < blocks ? (grp + 1) * GROUP : blocks;                                   \
         for (int m0 = 0; m0 < M; m0 += MB) {                                                                  \
             int mb = M - m0 < MB ? M - m0 : MB;                                                               \
-            TILE##_rows(x + (size_t)m0 * K, w + (size_t)n0 * K, y + (size_t)m0 * N + n0, b ? b + n0 : 0, nb,  \
-                        mb, K, N);                                                                            \
+            for (int blk = grp * GROUP; blk < last; blk++) {                                                  \
+                int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB;                                            \
+                TILE##_rows(x + (size_t)m0 * K, w + (size_t)n0 * K, y + (size_t)m0 * N + n0, b ? b + n0 : 0,  \
+                            nb, mb, K, N);                                                                    \
+            }                                                                                                 \
         }                                                                                                     \
     }                                                                                                         \
 }
@@ -180,3 +188,293 @@ static inline __m512bh bhload_tail(const bf16 *p, int n) {
 DEFINE_TILE(tile_dot, bf16, bf16, __m512bh, 32, bhload, bhload_tail, bhload, bhload_tail, DOT_INTO, 1)
 DEFINE_LINEAR(foretell_linear_bf16dot, bf16, bf16, tile_dot)
 #endif
+
+/* ---- attention for the queries that need logits (a decode token, a verify pass's drafts) ----
+ * out[h, t, :] = softmax_j(scale * q[h, t, :] . k[g, j, :]) v[g, j, :] over keys first[t] <= j < end[t], where
+ * g = h / (H / G) is the query head's KV head (grouped-query attention). q (H, T, D) and out (H, T, D) are
+ * contiguous; k and v are a sequence's cache buffers (G, cap, D), kv_stride = cap * D. Each (head, query) is
+ * computed by one thread in one fixed sequence of instructions that depends only on its own keys, never on T or
+ * on the other queries: a query's result is the same bits alone (a decode step) or in a pass of any length.
+ * Scores and softmax in fp32; bf16 inputs (foretell_attention_bf16) are widened exactly. */
+#define MAXV 16 /* head_dim / VW at most */
+
+int foretell_lanes(void) { return VW; } /* fp32 lanes of a vector in this build */
+
+#if defined(__AVX512F__)
+static inline vec vround(vec x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vec vfnma(vec a, vec b, vec c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a b */
+static inline vec vscale2n(vec p, vec n) { return _mm512_scalef_ps(p, n); }       /* p 2^n */
+static inline vec vmax(vec a, vec b) { return _mm512_max_ps(a, b); }
+static inline float hmax(vec v) { return _mm512_reduce_max_ps(v); }
+static inline vec vset1(float f) { return _mm512_set1_ps(f); }
+static inline vec vmul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
+static inline vec vsub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+static inline void vstore_tail(float *p, vec v, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), v); }
+#else
+static inline vec vround(vec x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vec vfnma(vec a, vec b, vec c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline vec vscale2n(vec p, vec n) {
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                                                   _mm256_set1_epi32(127)), 23)));
+}
+static inline vec vmax(vec a, vec b) { return _mm256_max_ps(a, b); }
+static inline float hmax(vec v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline vec vset1(float f) { return _mm256_set1_ps(f); }
+static inline vec vmul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+static inline vec vadd(vec a, vec b) { return _mm256_add_ps(a, b); }
+static inline vec vsub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+static inline void vstore_tail(float *p, vec v, int n) {
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (int i = 0; i < n; i++) p[i] = t[i];
+}
+#endif
+
+static inline vec vexp(vec x) { /* e^x for x <= 0 (about 1e-7 relative), clamped at e^-87: Cephes' expf */
+    x = vmax(x, vset1(-87.0f));
+    vec n = vround(vmul(x, vset1(1.44269504f)));
+    vec r = vfnma(n, vset1(-2.12194440e-4f), vfnma(n, vset1(0.693359375f), x)); /* x - n ln2, in two parts */
+    vec p = vset1(1.9875691500e-4f);
+    p = VFMA(p, r, vset1(1.3981999507e-3f));
+    p = VFMA(p, r, vset1(8.3334519073e-3f));
+    p = VFMA(p, r, vset1(4.1665795894e-2f));
+    p = VFMA(p, r, vset1(1.6666665459e-1f));
+    p = VFMA(p, r, vset1(5.0000001201e-1f));
+    return vscale2n(VFMA(p, vmul(r, r), vadd(r, vset1(1.0f))), n);
+}
+
+#if defined(__AVX512F__)
+static const int TRANSPOSE_IDX[8][16] = { /* per round (sz = 8, 4, 2, 1): row i's and row i + sz's picks */
+    {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+    {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+    {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+    {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+    {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+    {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+    {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+    {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}};
+#define SWAP_HALVES(i, sz, ia, ib) do { vec x_ = r[i], y_ = r[(i) + (sz)];                                   \
+    r[i] = _mm512_permutex2var_ps(x_, ia, y_); r[(i) + (sz)] = _mm512_permutex2var_ps(x_, ib, y_); } while (0)
+/* 16 x 16 in registers, in four rounds: in the round of size sz, row i takes the first sz of each 2 sz columns of
+ * rows i and i + sz, row i + sz the rest */
+static inline __attribute__((always_inline)) void transpose_tile(vec r[VW]) {
+    __m512i a = _mm512_loadu_si512(TRANSPOSE_IDX[0]), b = _mm512_loadu_si512(TRANSPOSE_IDX[1]);
+    SWAP_HALVES(0, 8, a, b); SWAP_HALVES(1, 8, a, b); SWAP_HALVES(2, 8, a, b); SWAP_HALVES(3, 8, a, b);
+    SWAP_HALVES(4, 8, a, b); SWAP_HALVES(5, 8, a, b); SWAP_HALVES(6, 8, a, b); SWAP_HALVES(7, 8, a, b);
+    a = _mm512_loadu_si512(TRANSPOSE_IDX[2]), b = _mm512_loadu_si512(TRANSPOSE_IDX[3]);
+    SWAP_HALVES(0, 4, a, b); SWAP_HALVES(1, 4, a, b); SWAP_HALVES(2, 4, a, b); SWAP_HALVES(3, 4, a, b);
+    SWAP_HALVES(8, 4, a, b); SWAP_HALVES(9, 4, a, b); SWAP_HALVES(10, 4, a, b); SWAP_HALVES(11, 4, a, b);
+    a = _mm512_loadu_si512(TRANSPOSE_IDX[4]), b = _mm512_loadu_si512(TRANSPOSE_IDX[5]);
+    SWAP_HALVES(0, 2, a, b); SWAP_HALVES(1, 2, a, b); SWAP_HALVES(4, 2, a, b); SWAP_HALVES(5, 2, a, b);
+    SWAP_HALVES(8, 2, a, b); SWAP_HALVES(9, 2, a, b); SWAP_HALVES(12, 2, a, b); SWAP_HALVES(13, 2, a, b);
+    a = _mm512_loadu_si512(TRANSPOSE_IDX[6]), b = _mm512_loadu_si512(TRANSPOSE_IDX[7]);
+    SWAP_HALVES(0, 1, a, b); SWAP_HALVES(2, 1, a, b); SWAP_HALVES(4, 1, a, b); SWAP_HALVES(6, 1, a, b);
+    SWAP_HALVES(8, 1, a, b); SWAP_HALVES(10, 1, a, b); SWAP_HALVES(12, 1, a, b); SWAP_HALVES(14, 1, a, b);
+}
+#else
+static inline __attribute__((always_inline)) void transpose_tile(vec r[VW]) { /* 8 x 8 */
+    vec t[8], u[8];
+    for (int i = 0; i < 8; i += 2) { t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]); t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+#endif
+
+#define HB (VW == 16 ? 8 : 6) /* query heads that share a pass over their KV head's keys and values */
+
+/* nh query heads (constant at each call site) of one KV head: scores s[h * ld + j] = q[h] . key j for j in
+ * [0, L), keys transposed in kt (D rows of stride ld, readable up to L rounded up to 2 VW); then the softmax
+ * and out[h * ostride + :] = sum_j p[h][j] v[j, :]. Each score and each output is one chain of FMAs in one
+ * lane (over d, resp. over j), so it does not depend on nh, on its lane or on the other heads and queries. */
+static inline __attribute__((always_inline)) void attend_heads(const float *q, const float *kt, int ld,
+                                                              const void *v, int v_bf16, float *out, size_t ostride,
+                                                              float *s, int L, int D, const int nh) {
+    for (int j = 0; j < L; j += 2 * VW) {
+        vec a[HB][2];
+        for (int h = 0; h < nh; h++) a[h][0] = a[h][1] = VZERO();
+        for (int d = 0; d < D; d++) {
+            const float *row = kt + (size_t)d * ld + j;
+            vec k0 = VLOAD(row), k1 = VLOAD(row + VW);
+            for (int h = 0; h < nh; h++) {
+                vec qd = vset1(q[h * D + d]);
+                a[h][0] = VFMA(qd, k0, a[h][0]);
+                a[h][1] = VFMA(qd, k1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < nh; h++) {
+            vstore(s + (size_t)h * ld + j, a[h][0]);
+            vstore(s + (size_t)h * ld + j + VW, a[h][1]);
+        }
+    }
+    for (int h = 0; h < nh; h++) {
+        float *sh = s + (size_t)h * ld;
+        vec mv = vset1(-INFINITY);
+        int j = 0;
+        for (; j + VW <= L; j += VW) mv = vmax(mv, VLOAD(sh + j));
+        float m = hmax(mv);
+        for (; j < L; j++) m = sh[j] > m ? sh[j] : m;
+        vec mm = vset1(m), lv = VZERO();
+        for (j = 0; j + VW <= L; j += VW) {
+            vec p = vexp(vsub(VLOAD(sh + j), mm));
+            vstore(sh + j, p);
+            lv = vadd(lv, p);
+        }
+        if (j < L) {
+            vec p = vexp(vsub(vload_tail(sh + j, L - j), mm));
+            vstore_tail(sh + j, p, L - j);
+            lv = vadd(lv, vload_tail(sh + j, L - j));
+        }
+        vec inv = vset1(1.0f / hsum(lv)); /* the probabilities normalised before they weigh the values */
+        for (j = 0; j + VW <= L; j += VW) vstore(sh + j, vmul(VLOAD(sh + j), inv));
+        if (j < L) vstore_tail(sh + j, vmul(vload_tail(sh + j, L - j), inv), L - j);
+    }
+    for (int c = 0; c < D; c += 2 * VW) {
+        vec a[HB][2];
+        for (int h = 0; h < nh; h++) a[h][0] = a[h][1] = VZERO();
+        if (c + 2 * VW <= D) {
+            for (int j = 0; j < L; j++) {
+                vec v0, v1;
+                if (v_bf16) {
+                    const bf16 *row = (const bf16 *)v + (size_t)j * D + c;
+                    v0 = bload(row), v1 = bload(row + VW);
+                } else {
+                    const float *row = (const float *)v + (size_t)j * D + c;
+                    v0 = VLOAD(row), v1 = VLOAD(row + VW);
+                }
+                for (int h = 0; h < nh; h++) {
+                    vec p = vset1(s[(size_t)h * ld + j]);
+                    a[h][0] = VFMA(p, v0, a[h][0]);
+                    a[h][1] = VFMA(p, v1, a[h][1]);
+                }
+            }
+            for (int h = 0; h < nh; h++) {
+                vstore(out + h * ostride + c, a[h][0]);
+                vstore(out + h * ostride + c + VW, a[h][1]);
+            }
+        } else { /* the last dimensions of a head size that is not a multiple of 2 VW: the same sums, masked */
+            const int n0 = D - c < VW ? D - c : VW, n1 = D - c - VW;
+            for (int j = 0; j < L; j++) {
+                vec v0, v1 = VZERO();
+                if (v_bf16) {
+                    const bf16 *row = (const bf16 *)v + (size_t)j * D + c;
+                    v0 = bload_tail(row, n0);
+                    if (n1 > 0) v1 = bload_tail(row + VW, n1);
+                } else {
+                    const float *row = (const float *)v + (size_t)j * D + c;
+                    v0 = vload_tail(row, n0);
+                    if (n1 > 0) v1 = vload_tail(row + VW, n1);
+                }
+                for (int h = 0; h < nh; h++) {
+                    vec p = vset1(s[(size_t)h * ld + j]);
+                    a[h][0] = VFMA(p, v0, a[h][0]);
+                    a[h][1] = VFMA(p, v1, a[h][1]);
+                }
+            }
+            for (int h = 0; h < nh; h++) {
+                vstore_tail(out + h * ostride + c, a[h][0], n0);
+                if (n1 > 0) vstore_tail(out + h * ostride + c + VW, a[h][1], n1);
+            }
+        }
+    }
+}
+
+#define ATTEND_CASE(N) attend_heads(q, kt, ld, v, v_bf16, out, ostride, s, L, D, N); return
+#if HB > 6
+#define ATTEND_WIDE_CASES case 6: ATTEND_CASE(6); case 7: ATTEND_CASE(7); default: ATTEND_CASE(8);
+#else
+#define ATTEND_WIDE_CASES default: ATTEND_CASE(6);
+#endif
+#define ATTEND_SWITCH switch (nh) { case 1: ATTEND_CASE(1); case 2: ATTEND_CASE(2); case 3: ATTEND_CASE(3);   \
+                                    case 4: ATTEND_CASE(4); case 5: ATTEND_CASE(5); ATTEND_WIDE_CASES }
+/* attend_heads with nh and the values' type as constants in each inlined copy */
+static void attend_group(const float *q, const float *kt, int ld, const void *v, int v_bf16, float *out,
+                         size_t ostride, float *s, int L, int D, int nh) {
+    if (v_bf16) {
+        const int v_bf16 = 1;
+        ATTEND_SWITCH
+    } else {
+        const int v_bf16 = 0;
+        ATTEND_SWITCH
+    }
+}
+
+/* scratch for one call, kept by the calling thread between calls (grown, never shrunk) */
+static float *workspace(size_t floats) {
+    static __thread float *buffer;
+    static __thread size_t size;
+    if (floats > size) {
+        free(buffer);
+        size = floats > 2 * size ? floats : 2 * size;
+        buffer = aligned_alloc(64, (size * sizeof(float) + 63) / 64 * 64);
+    }
+    return buffer;
+}
+
+static inline float widen1(bf16 h) { unsigned int u = (unsigned int)h << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline float same1(float f) { return f; }
+
+/* The keys every query of the call may see, [lo, hi), are first copied once per KV head into fp32 and
+ * transposed (kt: a query's scores are then vector lanes); values are read in place. */
+#define DEFINE_ATTENTION(NAME, T, WIDEN, LOADV, LOADV_TAIL, V_BF16)                                                       \
+void NAME(const T *q, const T *k, const T *v, float *out, const int *first, const int *end, int T_, int H,     \
+          int G, int D, long kv_stride, float scale, int threads) {                                           \
+    const int rep = H / G, items = G * T_;                                                                    \
+    int lo = first[0], hi = end[0];                                                                           \
+    for (int t = 1; t < T_; t++) { lo = first[t] < lo ? first[t] : lo; hi = end[t] > hi ? end[t] : hi; }      \
+    const int span = hi - lo, ld = (span + 2 * VW - 1) / (2 * VW) * (2 * VW) + 2 * VW; /* zeros past span */ \
+    const size_t kt_n = (size_t)G * D * ld;                                                                   \
+    float *kt = workspace(kt_n + (size_t)threads * HB * ld);                                                  \
+    _Pragma("omp parallel num_threads(threads)")                                                              \
+    {                                                                                                         \
+        _Pragma("omp for schedule(static)")                                                                   \
+        for (int gj = 0; gj < G * (ld / VW); gj++) { /* VW keys x VW dims a tile, transposed in registers */ \
+            int g = gj / (ld / VW), j0 = gj % (ld / VW) * VW;                                                 \
+            const T *src = k + g * kv_stride + (size_t)(lo + j0) * D;                                         \
+            float *dst = kt + (size_t)g * D * ld + j0;                                                        \
+            int keys = span - j0 < VW ? (span - j0 > 0 ? span - j0 : 0) : VW;                                 \
+            for (int d0 = 0; d0 < D; d0 += VW) {                                                              \
+                vec r[VW];                                                                                    \
+                const int dims = D - d0 < VW ? D - d0 : VW;                                                   \
+                if (keys == VW && dims == VW)                                                                 \
+                    for (int jj = 0; jj < VW; jj++) r[jj] = LOADV(src + (size_t)jj * D + d0);                 \
+                else                                                                                          \
+                    for (int jj = 0; jj < VW; jj++)                                                           \
+                        r[jj] = jj < keys ? LOADV_TAIL(src + (size_t)jj * D + d0, dims) : VZERO();            \
+                transpose_tile(r);                                                                            \
+                for (int dd = 0; dd < dims; dd++) vstore(dst + (size_t)(d0 + dd) * ld, r[dd]);                \
+            }                                                                                                 \
+        }                                                                                                     \
+        float *s = kt + kt_n + (size_t)omp_get_thread_num() * HB * ld;                                        \
+        float qs[HB * MAXV * VW];                                                                             \
+        _Pragma("omp for schedule(static)")                                                                   \
+        for (int it = 0; it < items; it++) {                                                                  \
+            int g = it / T_, t = it % T_, L = end[t] - first[t];                                              \
+            const T *vg = v + g * kv_stride + (size_t)first[t] * D;                                           \
+            for (int r0 = 0; r0 < rep; r0 += HB) {                                                            \
+                int nh = rep - r0 < HB ? rep - r0 : HB;                                                       \
+                size_t row = ((size_t)(g * rep + r0) * T_ + t) * D, stride = (size_t)T_ * D;                  \
+                for (int h = 0; h < nh; h++)                                                                  \
+                    for (int d = 0; d < D; d++) qs[h * D + d] = WIDEN(q[row + h * stride + d]) * scale;      \
+                attend_group(qs, kt + (size_t)g * D * ld + first[t] - lo, ld, vg, V_BF16, out + row, stride, \
+                             s, L, D, nh);                                                                    \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+}
+
+DEFINE_ATTENTION(foretell_attention_f32_rows, float, same1, VLOAD, vload_tail, 0)
+DEFINE_ATTENTION(foretell_attention_bf16_rows, bf16, widen1, bload, bload_tail, 1)

@@ -31,7 +31,8 @@ from foretell.engine.api import (
 from foretell.engine.cost import DEFAULT_COST_POINTS, CostCalibrator, synchronize
 from foretell.engine.drafter import DraftModel, parameter_ratio, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
-from foretell.engine.runner import KernelPlan, ModelRunner, Segment, prepack_cpu_linears, row_dispatch_cpu_linears
+from foretell.engine.runner import (ExactModeUnavailable, KernelPlan, ModelRunner, Segment, exact_by_default,
+                                   prepack_cpu_linears, row_dispatch_cpu_linears)
 from foretell.engine.sequence import Sequence, Status
 from foretell.engine.trace import Tracer, file_tracer, step_record
 
@@ -51,7 +52,7 @@ class LLMEngine:
     ):
         self.config = config
         self.tokenizer = tokenizer
-        self.runner = runner if isinstance(runner, ModelRunner) else ModelRunner(runner, exact=config.exact)
+        self.runner = runner if isinstance(runner, ModelRunner) else ModelRunner(runner, exact=bool(config.exact))
         if config.exact and not self.runner.exact:
             raise ValueError("EngineConfig(exact=True) needs a ModelRunner built with exact=True")
         self.drafter = drafter
@@ -82,12 +83,22 @@ class LLMEngine:
         device = pick_device(config.device)
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
-        prepacked, plan = False, None  # exact mode: the runner sets up its own linear layers
-        if not config.exact:
+        exact = exact_by_default(device, dtype) if config.exact is None else config.exact
+        runner, drafter = None, None
+        if exact:  # the runner sets up its own linear layers
+            try:
+                runner = ModelRunner(model, exact=True)
+            except ExactModeUnavailable as exc:
+                if config.exact:
+                    raise
+                log.warning("exact mode is off: %s", exc)  # on by default only; the probe changed the layers
+                exact, model = False, load_model(resolved.path, dtype=dtype, device=device)
+        prepacked, plan = False, None
+        if not exact:
             prepacked, plan = _cpu_linears(model, packed_only=config.cpu_linears == "packed",
                                            lean=config.cpu_linears == "lean")
+            runner = ModelRunner(model)
         tokenizer = load_tokenizer(resolved.path)
-        runner, drafter = ModelRunner(model, exact=config.exact), None
         if config.draft_model:
             drafted = resolve_model(config.draft_model)
             draft = load_model(drafted.path, dtype=dtype, device=device)
@@ -99,8 +110,8 @@ class LLMEngine:
             )
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
-            exact = ("|exact+kernel" if engine.runner.exact_kernel else "|exact") if config.exact else ""
-            key = f"{resolved.path}|prepacked={prepacked}{exact}"
+            route = ("|exact+kernel" if engine.runner.exact_kernel else "|exact") if exact else ""
+            key = f"{resolved.path}|prepacked={prepacked}{route}"
             points = cached_cost_points(engine.runner, key, cache_dir() / "cost", plan)
             engine.cost = CostModel(points)
             engine.calibrator = CostCalibrator(points)

@@ -72,9 +72,10 @@ class Segment:
 class _PackedBatch:
     """Passed to the attention function through the model's kwargs for one forward pass."""
 
-    def __init__(self, segments: list[Segment], exact: bool = False):
+    def __init__(self, segments: list[Segment], exact: bool = False, kernel: CpuGemm | None = None):
         self.segments = segments
         self.exact = exact
+        self.kernel = kernel  # foretell's CPU attention for the rows that need logits (None: SDPA)
         self.starts = [s.kv.length for s in segments]
         offsets, off = [], 0
         for s in segments:
@@ -150,14 +151,17 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
             raise UnsupportedModelError(f"the packed attention does not implement {_UNSUPPORTED_KWARGS[name]}")
     window = kwargs.get("sliding_window")
     layer = module.layer_idx
-    if batch.exact:
-        return _exact_attention(batch, layer, query, key, value, window, scaling)
     outputs = []
     for i, (seg, start, off) in enumerate(zip(batch.segments, batch.starts, batch.offsets)):
         n = len(seg.tokens)
         keys, values = seg.kv.keys[layer], seg.kv.values[layer]
         keys[:, start : start + n] = key[0, :, off : off + n]
         values[:, start : start + n] = value[0, :, off : off + n]
+        if seg.parents is not None and batch.exact:
+            raise ValueError("exact mode verifies chains only (no token trees)")
+        if seg.parents is None and (batch.exact or batch.kernel is not None):
+            outputs += _chain_attention(batch, i, query[:, :, off : off + n], keys, values, window, scaling)
+            continue
         first, mask = batch.mask(i, window, query.device)
         outputs.append(_attend(query[:, :, off : off + n], keys[None, :, first : start + n],
                                values[None, :, first : start + n], mask, scaling))
@@ -205,34 +209,36 @@ def _attend(query, key, value, mask: torch.Tensor | None, scaling) -> torch.Tens
     return out.reshape(1, heads, n, dim)
 
 
-def _exact_attention(batch: _PackedBatch, layer: int, query, key, value, window, scaling):
-    """Attention whose result for a query does not depend on what else is in the pass.
-
-    Each query that needs logits (the last ``num_logits`` of a segment: a decode token, a draft) attends alone
-    over the keys it may see, exactly as in a one-token decode step (SDPA blocks and reduces differently for
-    different numbers of queries and with a mask). The queries before them (a prompt chunk) attend together,
-    as in the default mode: their result depends only on the chunk's bounds, which the engine's exact-mode
-    scheduler fixes (chunks never cross a multiple of the prefill chunk size)."""
+def _chain_attention(batch: _PackedBatch, i: int, query, keys, values, window, scaling) -> list[torch.Tensor]:
+    """Attention of chain segment i (``query`` [1, H, n, D], its cache ``keys``/``values`` [Hkv, cap, D] with the
+    new tokens written): the queries before those that need logits (a prompt chunk) attend together through
+    SDPA; each query that needs logits (a decode token, a draft) attends over the keys it may see in a
+    computation that does not depend on what else is in the pass: foretell's CPU attention (one call for them
+    all, each query computed alone in a fixed order), else, in exact mode, one SDPA call per query, exactly as
+    in a one-token decode step (SDPA blocks and reduces differently for different numbers of queries and with
+    a mask). Exact mode relies on this; the default mode uses the kernel because it is faster than SDPA.
+    A chunk's result depends only on its bounds, which the exact-mode scheduler fixes (chunks never cross a
+    multiple of the prefill chunk size)."""
+    seg, start = batch.segments[i], batch.starts[i]
+    n = query.shape[2]
+    chunk = n - seg.num_logits
     outputs = []
-    for i, (seg, start, off) in enumerate(zip(batch.segments, batch.starts, batch.offsets)):
-        if seg.parents is not None:
-            raise ValueError("exact mode verifies chains only (no token trees)")
-        n = len(seg.tokens)
-        keys, values = seg.kv.keys[layer], seg.kv.values[layer]
-        keys[:, start : start + n] = key[0, :, off : off + n]
-        values[:, start : start + n] = value[0, :, off : off + n]
-        chunk = n - seg.num_logits
-        if chunk > 0:
-            first, mask = batch.chunk_mask(i, chunk, window, query.device)
-            outputs.append(_attend(query[:, :, off : off + chunk], keys[None, :, first : start + chunk],
-                                   values[None, :, first : start + chunk], mask, scaling))
-        for j in range(chunk, n):
-            end = start + j + 1
-            first = 0 if not window else max(0, end - window)
-            outputs.append(_attend(query[:, :, off + j : off + j + 1], keys[None, :, first:end],
-                                   values[None, :, first:end], None, scaling))
-    out = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
-    return out.transpose(1, 2).contiguous(), None
+    if chunk > 0:
+        first, mask = batch.chunk_mask(i, chunk, window, query.device)
+        outputs.append(_attend(query[:, :, :chunk], keys[None, :, first : start + chunk],
+                               values[None, :, first : start + chunk], mask, scaling))
+    ends = list(range(start + chunk + 1, start + n + 1))
+    firsts = [0 if not window else max(0, end - window) for end in ends]
+    if not ends:
+        return outputs
+    if batch.kernel is not None:
+        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+        outputs.append(batch.kernel.attention(query[0, :, chunk:], keys, values, firsts, ends, scale)[None])
+        return outputs
+    for j, (first, end) in enumerate(zip(firsts, ends), start=chunk):
+        outputs.append(_attend(query[:, :, j : j + 1], keys[None, :, first:end], values[None, :, first:end],
+                               None, scaling))
+    return outputs
 
 
 _UNSUPPORTED_KWARGS = {"softcap": "attention logit soft-capping", "s_aux": "attention sinks"}
@@ -739,6 +745,28 @@ def kv_shape_of(model) -> KVShape:
     return KVShape(cfg.num_hidden_layers, kv_heads, head_dim, param.dtype, param.device)
 
 
+def exact_by_default(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether exact mode is on when nobody asked either way (``EngineConfig(exact=None)``): where it costs
+    little. On a CPU where foretell's kernels build (the rows that need logits run on its linear and attention
+    kernels) it cost 0-7% of wall time on the real edits (AMD EPYC, bf16; docs/EXACT.md), so it is on there,
+    except for bf16 on a CPU with AMX, whose GEMM makes long verify passes nearly free where the kernel's rows
+    would not be (not measured: kept off). Off on a GPU (every layer on 64-row blocks: a 129-token pass cost
+    6.7x the default's on an H200) and where the kernel cannot be built (the padded route)."""
+    if device.type != "cpu" or cpu_gemm.load() is None:
+        return False
+    from foretell.models.loader import cpu_has_amx
+
+    return not (dtype == torch.bfloat16 and cpu_has_amx())
+
+
+def cpu_attention_kernel(shape: KVShape) -> CpuGemm | None:
+    """foretell's CPU attention (``cpu_gemm.c``) where it runs for caches of this shape, else None (SDPA)."""
+    if shape.device.type != "cpu":
+        return None
+    gemm = cpu_gemm.load()
+    return gemm if gemm is not None and gemm.attends(shape.dtype, shape.head_dim) else None
+
+
 class ModelRunner:
     """Runs packed forward passes of a transformers causal LM over per-sequence KV buffers.
 
@@ -747,7 +775,7 @@ class ModelRunner:
     writes by position (rollback = lowering ``SeqKV.length``), ``vocab_size``, ``device`` and ``model``.
     """
 
-    def __init__(self, model, exact: bool = False):
+    def __init__(self, model, exact: bool = False, cpu_attention: bool = True):
         missing = unsupported_attention(model)
         if missing is not None:
             name = type(model).__name__
@@ -765,6 +793,7 @@ class ModelRunner:
         self.device = self.kv_shape.device
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.exact = exact
+        self.attention_kernel = cpu_attention_kernel(self.kv_shape) if cpu_attention else None
         self._exact_rows: ExactRows | None = None  # exact mode on foretell's kernel: this pass's row split
         if exact:
             self._exact_rows = exact_kernel_linears(self.model)
@@ -785,7 +814,7 @@ class ModelRunner:
         advances nothing: the caller sets ``kv.length`` to what verification accepted."""
         for seg in segments:
             seg.kv.ensure(seg.kv.length + len(seg.tokens))
-        batch = _PackedBatch(segments, self.exact)
+        batch = _PackedBatch(segments, self.exact, self.attention_kernel)
         ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
         positions = torch.tensor([p for s in segments for p in s.positions()], device=self.device)[None]
         keep = [off + len(s.tokens) - s.num_logits + j for s, off in zip(segments, batch.offsets) for j in range(s.num_logits)]

@@ -160,6 +160,19 @@ def cpu_supports_bf16() -> bool:
     return platform.machine().lower() in ("aarch64", "arm64") and "bf16" in flags
 
 
+def cpu_has_amx() -> bool:
+    """Whether this CPU has AMX tiles (Intel Sapphire Rapids and later): oneDNN's bf16 GEMM runs on them."""
+    import torch
+
+    probe = getattr(getattr(torch, "cpu", None), "_is_amx_tile_supported", None)
+    try:
+        if probe is not None and probe():
+            return True
+    except Exception:  # a private helper: absent or failing on some builds
+        pass
+    return bool(_cpu_flags() & {"amx_tile", "amx_bf16"})
+
+
 def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as fh:
