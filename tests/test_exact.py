@@ -285,3 +285,25 @@ def test_from_config_runs_exact_by_default_and_falls_back_only_when_not_asked(tm
     assert not any(isinstance(m, ExactKernelLinear) for m in fallback.runner.model.modules())  # a fresh model
     with pytest.raises(runner_module.ExactModeUnavailable):
         LLMEngine.from_config(EngineConfig(model=path, dtype="float32", measure_cost_curve=False, exact=True))
+
+
+def test_a_peers_calls_run_on_the_library_gemm_inside_library_linears(runner, monkeypatch):
+    """The benchmark runs HF's model.generate on the engine's model object: inside ``library_linears`` exact
+    mode's layers use the library GEMM as the model would without foretell (only the output head, which keeps
+    no library copy, stays on the kernel); outside, every row of such a call is a kernel row."""
+    if not runner.exact_kernel:
+        pytest.skip("the padded route has no kernel")
+    gemm = next(m.gemm for m in runner.model.modules() if isinstance(m, ExactKernelLinear))
+    calls = []
+    real = gemm.linear
+    monkeypatch.setattr(gemm, "linear", lambda x, *args: calls.append(x.shape) or real(x, *args))
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.inference_mode():
+        runner.model(input_ids=ids, use_cache=False)
+        outside = len(calls)
+        calls.clear()
+        with runner.library_linears():
+            runner.model(input_ids=ids, use_cache=False)
+    assert outside == sum(isinstance(m, ExactKernelLinear) for m in runner.model.modules()) > 1
+    assert len(calls) == 1  # the head
+    assert not runner._exact_rows.library

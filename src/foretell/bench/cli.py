@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fixed-k", action="store_true", help="disable adaptive k (propose min(k_max, available))")
     exact = p.add_mutually_exclusive_group()
     exact.add_argument("--exact", dest="exact", action="store_const", const=True, default=None,
-                       help="the engine in exact (batch-invariant) mode, HF peers too (default: the engine's choice, "
+                       help="the engine in exact (batch-invariant) mode (default: the engine's choice, "
                        "see `foretell serve --help`)")
     exact.add_argument("--no-exact", dest="exact", action="store_const", const=False, help="exact mode off")
     p.add_argument("--repeat", type=_at_least_one, default=1,

@@ -444,8 +444,9 @@ class Bench:
         from foretell.bench.peers import hf_generate
 
         variant = "hf_prompt_lookup" if prompt_lookup else "hf_plain"
-        return hf_generate(self.engine.runner.model, task.prompt_ids, task.max_tokens, self.engine.eos_ids,
-                           variant, prompt_lookup, task.timeline)
+        with self.engine.runner.library_linears():  # exact mode's kernel rows are foretell's, not the peer's
+            return hf_generate(self.engine.runner.model, task.prompt_ids, task.max_tokens, self.engine.eos_ids,
+                               variant, prompt_lookup, task.timeline)
 
     def warmup(self, tasks: list[Task]) -> None:
         """A few tokens through every code path (lazy init, allocator, first-call overheads)."""
@@ -457,7 +458,8 @@ class Bench:
         if any(t.peers for t in tasks):
             from foretell.bench.peers import hf_generate
 
-            hf_generate(self.engine.runner.model, task.prompt_ids, 4, self.engine.eos_ids, "warmup")
+            with self.engine.runner.library_linears():
+                hf_generate(self.engine.runner.model, task.prompt_ids, 4, self.engine.eos_ids, "warmup")
 
     # -- suites --------------------------------------------------------------------------------------
     def run_task(self, task: Task, bar) -> dict[str, Any]:

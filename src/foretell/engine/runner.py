@@ -498,6 +498,7 @@ class ExactRows:
     total: int = 0
     chunks: list[tuple[int, int]] = field(default_factory=list)
     others: torch.Tensor | None = None
+    library: bool = False  # every row on the library GEMM (a peer's model.generate on the same model object)
 
     def fill(self, segments: list[Segment]) -> None:
         """Split the pass of ``segments``: each one's rows before those that need logits are a prompt chunk."""
@@ -558,6 +559,8 @@ class ExactKernelLinear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         rows = self.rows
+        if rows.library and self.dense is not None:
+            return self.dense(x)
         if self.dense is None or not rows.chunks or rows.total != flat.shape[0]:
             return self.kernel(x)
         out = flat.new_empty(flat.shape[0], self.out_features)
@@ -802,6 +805,20 @@ class ModelRunner:
             else:
                 check_row_invariance(self.model, layers=[m for m in self.model.modules()
                                                          if isinstance(m, ExactKernelLinear)])
+
+    @contextlib.contextmanager
+    def library_linears(self):
+        """Calls of the model outside foretell's passes (a peer's ``model.generate`` on the same model object in a
+        benchmark) run exact mode's linear layers on the library GEMM, as the model would without foretell,
+        instead of every row on foretell's kernel. Nothing changes outside exact mode's kernel route."""
+        if self._exact_rows is None:
+            yield
+            return
+        self._exact_rows.library = True
+        try:
+            yield
+        finally:
+            self._exact_rows.library = False
 
     @property
     def exact_kernel(self) -> bool:
