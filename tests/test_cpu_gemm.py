@@ -168,7 +168,8 @@ def _attention_case(heads, kv_heads, dim, n, dtype, seed, window=None, capacity=
     return q, k, v, first, end
 
 
-@pytest.mark.parametrize("heads,kv_heads,dim", [(14, 2, 64), (12, 2, 128), (4, 4, 32), (4, 2, 16), (6, 3, 40)])
+@pytest.mark.parametrize("heads,kv_heads,dim",
+                         [(14, 2, 64), (12, 2, 128), (4, 4, 32), (4, 2, 16), (6, 3, 40), (2, 2, 256)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_attention_matches_a_float64_reference(gemm, heads, kv_heads, dim, dtype):
     for window in (None, 37):
@@ -178,6 +179,10 @@ def test_attention_matches_a_float64_reference(gemm, heads, kv_heads, dim, dtype
         expected = _attention_reference(q, k, v, first, end, dim ** -0.5)
         tol = 1e-5 if dtype == torch.float32 else 1e-2  # bf16: the output is rounded to bf16 once
         torch.testing.assert_close(got.double(), expected, rtol=tol, atol=tol)
+    first, end = [0, 0, 3, k.shape[1] - 1], [1, 2, 5, k.shape[1]]  # a sequence's first keys, one key, the last
+    got = gemm.attention(q[:, :4], k, v, first, end, dim ** -0.5)
+    torch.testing.assert_close(got.double(), _attention_reference(q[:, :4], k, v, first, end, dim ** -0.5),
+                               rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
