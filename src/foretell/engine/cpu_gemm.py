@@ -103,12 +103,7 @@ class CpuGemm:
             fn.restype = None
             fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_float, ctypes.c_int]
         library.foretell_lanes.restype = ctypes.c_int
-        self._lanes = library.foretell_lanes()  # fp32 lanes per vector: 16 (AVX-512) or 8 (AVX2)
-
-    @property
-    def lanes(self) -> int:
-        """fp32 lanes per vector in this build: 16 (AVX-512) or 8 (AVX2)."""
-        return self._lanes
+        self.lanes: int = library.foretell_lanes()  # fp32 lanes per vector in this build: 16 (AVX-512) or 8 (AVX2)
 
     @property
     def bf16dot(self) -> bool:
@@ -146,7 +141,7 @@ class CpuGemm:
     def attends(self, dtype: torch.dtype, head_dim: int) -> bool:
         """Whether :meth:`attention` takes queries and caches of this dtype and head size (fp32 or bf16, a head
         size of at most 16 vectors: 256 with AVX-512, 128 with AVX2)."""
-        return dtype in self._attention and 0 < head_dim <= 16 * self._lanes
+        return dtype in self._attention and 0 < head_dim <= 16 * self.lanes
 
     def attention(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, first: list[int],
                   end: list[int], scale: float) -> torch.Tensor:

@@ -83,7 +83,7 @@ class _PackedBatch:
             off += len(s.tokens)
         self.offsets = offsets
         self.total = off
-        self._masks: dict[tuple[int, int | None], tuple[int, torch.Tensor | None]] = {}
+        self._masks: dict[tuple, tuple] = {}  # per (segment, window, kind): built once per pass, not per layer
 
     def mask(self, i: int, window: int | None, device) -> tuple[int, torch.Tensor | None]:
         """Segment i's (first key, mask), built once per forward pass and window size, not per layer."""
@@ -96,6 +96,15 @@ class _PackedBatch:
                 self._masks[key] = _tree_mask(self.starts[i], len(seg.tokens), seg.parents, window, device)
         return self._masks[key]
 
+
+    def logit_keys(self, i: int, window: int | None) -> tuple[list[int], list[int]]:
+        """(first, end) key of each query of segment i that needs logits: it sees keys [first, end)."""
+        key = (i, window, "logits")
+        if key not in self._masks:
+            seg, start = self.segments[i], self.starts[i]
+            ends = list(range(start + len(seg.tokens) - seg.num_logits + 1, start + len(seg.tokens) + 1))
+            self._masks[key] = ([0 if not window else max(0, end - window) for end in ends], ends)
+        return self._masks[key]
 
     def chunk_mask(self, i: int, n: int, window: int | None, device) -> tuple[int, torch.Tensor | None]:
         """(first key, causal mask) for the first ``n`` tokens of segment i (exact mode's prompt chunk)."""
@@ -227,8 +236,7 @@ def _chain_attention(batch: _PackedBatch, i: int, query, keys, values, window, s
         first, mask = batch.chunk_mask(i, chunk, window, query.device)
         outputs.append(_attend(query[:, :, :chunk], keys[None, :, first : start + chunk],
                                values[None, :, first : start + chunk], mask, scaling))
-    ends = list(range(start + chunk + 1, start + n + 1))
-    firsts = [0 if not window else max(0, end - window) for end in ends]
+    firsts, ends = batch.logit_keys(i, window)
     if not ends:
         return outputs
     if batch.kernel is not None:
