@@ -364,3 +364,29 @@ def test_prediction_proposer_names_the_source_that_drafts_next():
     proposer.observe([1, 2, 3])  # the output follows the prompt, not the prediction
     assert proposer.lost
     assert proposer.active_source() == proposer.propose(4).source == "ngram"
+
+
+def test_a_reanchor_drafts_in_its_own_context_until_the_output_follows_it():
+    """After a re-anchor in the middle of the output the aligner is aligned again but names the context
+    ``prediction/reanchored`` until ``confirm_tokens`` more tokens have followed the prediction (a 4-token
+    phrase inside text the model is writing anew can be a wrong anchor; one estimate with the long runs
+    before it drafted 68 tokens there on the 1.5B). The first anchor of a reply that opened with other text
+    (a preamble) is trusted at once."""
+    pred = list(range(100, 200))
+    aligner = PredictionAligner(pred)
+    aligner.observe(pred[:30] + [7, 8, 9])  # followed 30 tokens, then left the prediction
+    assert not aligner.aligned
+    aligner.observe(pred[60:64])  # 4 matched tokens of distinct values: a strong re-anchor at 64
+    assert aligner.aligned and aligner.position == 64 and aligner.context() == "prediction/reanchored"
+    aligner.observe(pred[64:67])
+    assert aligner.context() == "prediction/reanchored"  # 3 of 4 confirming tokens
+    aligner.observe(pred[67:68])
+    assert aligner.context() == "prediction/aligned"
+
+    opened = PredictionAligner(pred)
+    opened.observe([7, 8, 9] + pred[:4])  # a preamble, then the prediction from its start
+    assert opened.aligned and opened.context() == "prediction/aligned"
+
+    trusting = PredictionAligner(pred, config=AlignerConfig(confirm_tokens=0))
+    trusting.observe(pred[:30] + [7, 8, 9] + pred[60:64])
+    assert trusting.aligned and trusting.context() == "prediction/aligned"

@@ -102,7 +102,10 @@ def test_workloads_for_the_real_tokenizer_shape():
         by_suite.setdefault(t.suite, []).append(t)
     assert len(by_suite["edit"]) == 5 and [t.kind for t in by_suite["verbatim"]] == ["verbatim", "perfect"]
     assert len(by_suite["corpus"]) >= 30, notes
-    assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty", "first_half"}
+    assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty", "first_half", "file"}
+    unfenced = next(t for t in by_suite["controls"] if t.kind == "file")
+    assert unfenced.prediction_ids == by_suite["verbatim"][0].prediction_ids
+    assert unfenced.meta["prompt"] == "snake-unfenced" and "```" not in make_tiny_tokenizer().decode(unfenced.prompt_ids)
     half = next(t for t in by_suite["controls"] if t.kind == "first_half")
     size = len(by_suite["verbatim"][0].prediction_ids)
     assert half.prediction_ids[: size // 2] == by_suite["verbatim"][0].prediction_ids[: size // 2]

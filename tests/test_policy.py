@@ -10,7 +10,7 @@ from foretell.config import SpeculationParams
 from foretell.core.adaptive_k import CostModel
 from foretell.core.draft import Draft, Proposer
 from foretell.core.policy import DraftPolicy
-from foretell.core.prediction import LeadIn, make_proposer
+from foretell.core.prediction import FenceOpening, LeadIn, make_proposer
 from foretell.core.simulate import simulate_policy
 from foretell.core.tokens import TokenClasses
 
@@ -233,6 +233,62 @@ def test_a_reply_without_the_fence_still_gets_the_prediction_at_once():
     assert all(o.context != "prediction/lead" for o in second.options)
 
 
+OPENING = TokenClasses(newline=frozenset({NL, 11}), fence=frozenset({FENCE, 23}), bare_fence=frozenset({FENCE}),
+                       line_break=NL)  # 11: a token holding a line break and more ("\n\n"); 23: "```python"
+
+
+def test_token_classes_name_the_line_break_and_the_bare_fences():
+    classes = TokenClasses.from_texts(["a", "\n", "```", "```py", " x\n", "~~~", "\n\n"])
+    assert classes.line_break == 1 and classes.bare_fence == {2, 5} and classes.fence == {2, 3, 5}
+    assert classes.newline == {1, 4, 6}
+
+
+def test_fence_opening_proposes_the_prediction_after_the_replys_fence_line():
+    file = [5, 6, 7, 8]
+    opening = FenceOpening.create(file, OPENING)
+    assert opening.propose(4).tokens == [] and opening.available() == 0  # nothing before a fence line
+    opening.observe([FENCE])
+    assert opening.propose(4).tokens == []  # a bare fence: its language may follow
+    opening.observe([LANG])
+    assert opening.propose(3).tokens == [NL, 5, 6] and opening.context() == "prediction/lead"
+    opening.observe([NL, 5])
+    assert opening.propose(4).tokens == [6, 7, 8]
+    opening.observe([9])  # the reply leaves the file: nothing more, ever
+    assert opening.available() == 0
+    opening.observe([NL, FENCE, LANG])
+    assert opening.propose(4).tokens == []
+
+    after_preamble = FenceOpening.create(file, OPENING)
+    after_preamble.observe([1, 2, 3, 11, 23])  # "Here it is:\n\n```python"
+    assert after_preamble.propose(2).tokens == [NL, 5]
+    after_preamble.observe([11])  # a fence line ended by another line break: no following
+    assert after_preamble.available() == 0
+
+    once = FenceOpening.create(file, OPENING)
+    once.observe([23, NL, 1, 2, NL, FENCE, LANG])  # the first fence line was not followed by the file
+    assert once.available() == 0
+    late = FenceOpening(file, OPENING, max_wait=4)
+    late.observe([1, 2, NL, 3, 4, NL, 23])  # past the first max_wait tokens
+    assert late.available() == 0
+    assert FenceOpening.create([FENCE] + file, OPENING) is None  # a fenced prediction: the aligner follows it
+    assert FenceOpening.create(file, CLASSES) is None  # no line-break token known
+
+
+def test_a_reply_that_opens_a_fence_the_prompt_lacks_is_drafted_from_its_fence_line():
+    """The prompt holds the file without a fence, the reply opens one anyway (the 0.5B did on 5 of 5 real
+    edits asked that way): after the fence line's language the prediction drafts with the line break, where
+    the language and the line break took a pass each and the aligner's line guess a short draft (11 passes
+    against 8 with a fenced prompt)."""
+    file = tuple(_text(15, 400))
+    prompt = [1, 2, 3, NL, NL] + list(file) + [NL]
+    reply = [FENCE, LANG, NL] + list(file) + [NL, FENCE]
+    runs = {name: simulate_policy(DraftPolicy(make_proposer(prompt, SpeculationParams(prediction=file), classes),
+                                              FP32_CURVE), reply)
+            for name, classes in (("opening", OPENING), ("none", CLASSES))}
+    assert runs["opening"].passes < runs["none"].passes
+    assert runs["opening"].cost < runs["none"].cost
+
+
 def test_engine_drafts_the_lead_in_and_stays_lossless():
     """Wiring and identity: the engine finds the lead-in with its token classes, its first step offers it, and
     the output equals plain decoding (the tiny model's reply does not follow it: a rejected lead-in)."""
@@ -403,3 +459,35 @@ def test_longer_ngram_matches_make_lookup_cheaper_on_recorded_outputs(monkeypatc
     long = total()
     monkeypatch.setattr(prediction, "NgramProposer", functools.partial(NgramProposer, max_n=4))
     assert long < 0.9 * total()
+
+
+def test_a_fresh_reanchor_drafts_short_until_the_output_follows_it():
+    """A long aligned run trains "prediction/aligned" towards 1; a re-anchor inside text the model is writing
+    anew (here a 4-token phrase of the prediction that the output then leaves) drafts from
+    "prediction/reanchored" with its own estimate, so it proposes a short draft where the aligned estimate
+    proposed dozens of tokens (as on the 1.5B's Markdown edit: 68 rejected tokens at 5.8x a one-token pass
+    on the Zen 4)."""
+    from foretell.core.aligner import AlignerConfig
+    from foretell.core.prediction import PredictionProposer
+
+    zen4 = CostModel({2: 1.09, 4: 1.24, 8: 1.53, 16: 1.98, 32: 3.3, 64: 4.75, 128: 9.31})
+    pred = _text(11, 400)
+    output = pred[:200] + _text(12, 30) + pred[300:304] + _text(13, 10)
+    drafts = {}
+    for confirm in (0, 4):
+        proposer = PredictionProposer(pred, None, config=AlignerConfig(confirm_tokens=confirm))
+        policy = DraftPolicy(proposer, zen4)
+        pos = 0
+        while pos < 234:  # up to the spurious re-anchor: the same for both
+            decision = policy.decide(128)
+            hits = 0
+            while hits < len(decision.draft.tokens) and decision.draft.tokens[hits] == output[pos + hits]:
+                hits += 1
+            emitted = output[pos:min(pos + hits + 1, 234)]
+            policy.record(decision, emitted)
+            proposer.observe(emitted)
+            pos += len(emitted)
+        decision = policy.decide(128)
+        drafts[confirm] = (decision.chosen.context, len(decision.draft.tokens))
+    assert drafts[0][0] == "prediction/aligned" and drafts[0][1] >= 32
+    assert drafts[4][0] == "prediction/reanchored" and drafts[4][1] <= drafts[0][1] // 3

@@ -91,7 +91,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     suites = {s: [r for r in rows if r["suite"] == s] for s in dict.fromkeys(r["suite"] for r in rows)}
     summary: dict[str, Any] = {s: _suite_summary(rs) for s, rs in suites.items()}
     controls = suites.get("controls", [])
-    for kind in ("no_prediction", "garbage", "empty", "first_half"):
+    for kind in ("no_prediction", "garbage", "empty", "first_half", "file"):
         sel = [r for r in controls if r["kind"] == kind]
         if sel:
             summary.setdefault("controls", {})[f"{kind}_min_speedup"] = min(r["speedup"] for r in sel)

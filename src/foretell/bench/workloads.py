@@ -283,15 +283,19 @@ def _file_edit_tasks(tokenizer, opts: WorkloadOptions, suite: str, table, reply_
 
 def control_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
     """Per prompt: no prediction, garbage prediction (same token length as the file / max_tokens), empty;
-    with the file in the prompt also a prediction that matches only its first half (then garbage).
-    ``limit`` counts prompts here (each keeps its variants)."""
+    with the file in the prompt also a prediction that matches only its first half (then garbage); and the
+    file in the prompt without a code fence, with the file as the prediction (a reply that opens a fence the
+    prompt lacks). ``limit`` counts prompts here (each keeps its variants)."""
     code = _fit_tiny(snake_source(), 12) if opts.tiny else snake_source()
-    file_len = len(encode(tokenizer, code))
+    file_ids = encode(tokenizer, code)
+    file_len = len(file_ids)
     prompts = [
         ("snake-verbatim", VERBATIM_INSTRUCTION,
          chat_prompt_ids(tokenizer, file_prompt(VERBATIM_INSTRUCTION, code, reply_rule=None)),
-         _cap(file_len + 64, opts), file_len, encode(tokenizer, code)),
+         _cap(file_len + 64, opts), file_len, file_ids),
         ("open", OPEN_PROMPT, chat_prompt_ids(tokenizer, OPEN_PROMPT), _cap(256, opts), _cap(256, opts), None),
+        ("snake-unfenced", VERBATIM_INSTRUCTION, chat_prompt_ids(tokenizer, f"{VERBATIM_INSTRUCTION}\n\n{code}"),
+         _cap(file_len + 64, opts), 0, file_ids),
     ]
     tasks = []
     for label, instruction, prompt, max_tokens, garbage_len, file_ids in prompts[: opts.limit or None]:
@@ -300,6 +304,8 @@ def control_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
         if file_ids:
             half = len(file_ids) // 2
             variants.append(("first_half", tuple(file_ids[:half]) + tuple(garbage[half:])))
+        if not garbage_len:
+            variants = [("file", file_ids)]
         for kind, pred in variants:
             text = None if pred is None else tokenizer.decode(list(pred))
             tasks.append(Task(f"controls/{label}:{kind}", "controls", kind, instruction, prompt, pred, max_tokens,

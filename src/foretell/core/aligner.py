@@ -81,6 +81,11 @@ class AlignerConfig:
     so the draft policy learns its acceptance apart: inside an edit the model is still making (type hints
     added to every ``def`` line), re-entries on one or two matched tokens were refused at once while those on
     longer matches were accepted for long runs, and one estimate for both drafted 13-20 tokens that failed.
+    After a re-anchor the aligner is aligned again, but until ``confirm_tokens`` more output tokens have
+    followed the prediction it drafts as ``prediction/reanchored``: a 4-token phrase inside text the model is
+    writing anew can be a wrong anchor, and the estimate the long aligned runs trained drafted 68 tokens
+    there (the 1.5B's Markdown edit, all refused). The first anchor of an output that opened with other text
+    (a reply's preamble) counts as aligned at once.
 
     Draft length: ``weak_cap`` doubled per ``cap_bits`` of score (4, 8, 16, ... tokens), unbounded once
     aligned.
@@ -114,6 +119,7 @@ class AlignerConfig:
     learn_rewrites: bool = True
     rewrite_span: int = 6
     anchored_evidence: int = 3
+    confirm_tokens: int = 4
 
     def __post_init__(self) -> None:
         if self.search_length is not None and self.search_length < 1:
@@ -272,6 +278,8 @@ class PredictionAligner(Proposer):
         self._aligned = True
         self._cursor = 0
         self._run = config.reanchor_evidence
+        self._unconfirmed = False  # re-anchored, and fewer than ``confirm_tokens`` followed since
+        self._confirm_left = 0
         # diverged state
         self._anchor = 0  # m: the prediction index the output departed at
         self._prior_run = 0  # matched tokens right before the divergence
@@ -352,7 +360,7 @@ class PredictionAligner(Proposer):
         if self._aligned:
             if not self._out:
                 return "prediction/start"
-            return "prediction/aligned"
+            return "prediction/reanchored" if self._unconfirmed else "prediction/aligned"
         if not self.has_anchor:
             return "prediction/guess"
         return "prediction/anchored" if self.evidence >= self.config.anchored_evidence else "prediction/tentative"
@@ -384,6 +392,9 @@ class PredictionAligner(Proposer):
                 out.extend(tokens[begin:i])
                 self._run += cursor - self._cursor
                 self._cursor = cursor
+                if self._unconfirmed and i - begin >= self._confirm_left:
+                    self._unconfirmed = False
+                self._confirm_left -= i - begin
                 if i == len(tokens):
                     break
                 self._diverge()
@@ -485,6 +496,9 @@ class PredictionAligner(Proposer):
             self._rewrites.count((self._pred[m - 1],), (self._pred[m - 1],) + emitted)
 
     def _reanchor(self, cursor: int, evidence: int) -> None:
+        # the first anchor of an output that opened with other text (a reply's preamble) is trusted at once
+        self._unconfirmed = self.config.confirm_tokens > 0 and self._matched > 0
+        self._confirm_left = self.config.confirm_tokens
         self._matched += min(evidence, self._since)  # the matched tokens seen while diverged
         start = cursor - evidence
         self._skipped = [(lo, hi) for lo, hi in self._skipped if not lo <= start < hi]

@@ -88,6 +88,74 @@ class LeadIn(Proposer):
                 self._following = False
 
 
+class FenceOpening(LeadIn):
+    """Where the prompt holds no fenced copy of the prediction, a reply that still opens a code fence (chat
+    models do: "```python", a line break, then the file) is followed by the prediction: once the output's
+    fence line has its language (or a fence token holding it), this proposes the line break and the
+    prediction, then follows the output like :class:`LeadIn` (context ``prediction/lead``). It watches the
+    reply's first fence line only, within its first ``max_wait`` tokens (a short preamble may come first),
+    so a fence closing the file, or one inside a followed Markdown prediction, starts nothing.
+
+    Without it the fence line's language and line break took a pass each, and the aligner's line guess one
+    more, before the prediction drafted long (0.5B, real edits with the file unfenced in the prompt).
+
+    Example: fence 20, line break 10, prediction [5, 6]: observe([20, 21]) -> propose(3) == [10, 5, 6].
+    """
+
+    def __init__(self, prediction: Sequence[int], classes: TokenClasses, max_wait: int = 48):
+        super().__init__([], [])
+        self._prediction = [int(t) for t in prediction]
+        self._classes = classes
+        self._line: list[int] = []  # the output's current line while watching
+        self._seen = 0  # output tokens observed while watching
+        self._watching = True
+        self._following = False
+        self._max_wait = max_wait
+
+    @classmethod
+    def create(cls, prediction: Sequence[int], classes: TokenClasses) -> "FenceOpening | None":
+        """None where the tokens are unknown or the prediction opens with a fence itself (the aligner
+        follows such a reply)."""
+        if classes.line_break is None or not classes.fence or not prediction or int(prediction[0]) in classes.fence:
+            return None
+        return cls(prediction, classes)
+
+    def _ready(self) -> bool:
+        line = self._line
+        return (self._watching and bool(line) and line[0] in self._classes.fence
+                and (line[0] not in self._classes.bare_fence or len(line) >= 2))
+
+    def available(self) -> int:
+        if self._watching:
+            return len(self._prediction) + 1 if self._ready() else 0
+        return super().available()
+
+    def propose(self, k: int) -> Draft:
+        if self._watching:
+            if not self._ready() or k <= 0:
+                return Draft([], None, self.source)
+            return Draft(([self._classes.line_break] + self._prediction)[:k], None, self.source)
+        return super().propose(k)
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        for token in tokens:
+            token = int(token)
+            if not self._watching:
+                super().observe([token])
+                continue
+            self._seen += 1
+            if self._ready() and token in self._classes.newline:
+                self._watching = False  # the fence line ends: follow the prediction from here, or never
+                if token == self._classes.line_break:
+                    self._tokens, self._pos, self._following = [token] + self._prediction, 1, True
+            elif self._seen > self._max_wait and not self._ready():
+                self._watching = False
+            elif token in self._classes.newline:
+                self._line = []
+            else:
+                self._line.append(token)
+
+
 class PredictionProposer(Proposer):
     """Drafts from the prediction while it has an anchor, from ``fallback`` (e.g. n-gram) while lost.
 
@@ -152,7 +220,7 @@ def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
 
     - the prediction is used (a non-empty one, method ``auto`` or ``prediction``): :class:`PredictionProposer`,
       with an :class:`NgramProposer` over the prompt as fallback for ``auto``, and a :class:`LeadIn` where the
-      prompt holds the prediction in a code fence;
+      prompt holds the prediction in a code fence (else a :class:`FenceOpening`, for a reply that opens one);
     - else n-gram lookup is allowed (``auto`` or ``ngram``): :class:`NgramProposer` over the prompt;
     - otherwise None (plain decoding).
 
@@ -164,7 +232,7 @@ def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
     if spec.uses_prediction:
         classes = classes or TokenClasses()
         fallback = NgramProposer(prompt_ids) if spec.uses_ngram else None
-        lead_in = LeadIn.fence(prompt_ids, spec.prediction, classes)
+        lead_in = LeadIn.fence(prompt_ids, spec.prediction, classes) or FenceOpening.create(spec.prediction, classes)
         return PredictionProposer(spec.prediction, spec.search_length, fallback, newline_ids=classes.newline,
                                   lead_in=lead_in)
     if spec.uses_ngram:

@@ -3,6 +3,7 @@
     classes = TokenClasses.from_texts(tokenizer.batch_decode([[i] for i in range(len(tokenizer))]))
     classes.newline   # ids whose text holds a line break ("\\n", ")\\n", "\\n\\n", ...)
     classes.fence     # ids whose text opens a Markdown code fence ("```", "```python", " ~~~", ...)
+    classes.line_break  # the id whose text is exactly "\\n"
 
 Line breaks sharpen the prediction aligner's guesses after an output line break; fences let a reply that
 repeats a fenced file from the prompt be drafted from its first token (:class:`foretell.core.prediction.LeadIn`).
@@ -18,13 +19,17 @@ from typing import Iterable
 class TokenClasses:
     newline: frozenset[int] = frozenset()
     fence: frozenset[int] = frozenset()
+    bare_fence: frozenset[int] = frozenset()  # fence tokens that are only the fence ("```"), no language after it
+    line_break: int | None = None  # the token that is exactly "\n"
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], ids: Iterable[int] | None = None) -> "TokenClasses":
         """Classes of the tokens whose texts are ``texts`` (ids 0, 1, ... unless ``ids`` names them)."""
         pairs = list(zip(ids, texts) if ids is not None else enumerate(texts))
-        return cls(frozenset(i for i, text in pairs if "\n" in text),
-                   frozenset(i for i, text in pairs if text.lstrip(" \t").startswith(("```", "~~~"))))
+        fence = frozenset(i for i, text in pairs if text.lstrip(" \t").startswith(("```", "~~~")))
+        return cls(frozenset(i for i, text in pairs if "\n" in text), fence,
+                   frozenset(i for i, text in pairs if i in fence and text.strip(" \t") in ("```", "~~~")),
+                   next((i for i, text in pairs if text == "\n"), None))
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> "TokenClasses":
