@@ -274,6 +274,36 @@ def test_fence_opening_proposes_the_prediction_after_the_replys_fence_line():
     assert FenceOpening.create(file, CLASSES) is None  # no line-break token known
 
 
+def test_fence_opening_with_the_prompts_fence_line_drafts_it_first_then_watches_for_the_replys_own():
+    file = [5, 6, 7, 8]
+    lead = [FENCE, LANG, NL]
+    opening = FenceOpening.create(file, OPENING, lead)
+    assert opening.propose(5).tokens == lead + file[:2]
+    opening.observe([FENCE, 22])  # the reply's fence has another language
+    assert opening.propose(3).tokens == [NL, 5, 6]
+    opening.observe([NL, 5, 6])
+    assert opening.propose(2).tokens == [7, 8]
+
+    preamble = FenceOpening.create(file, OPENING, lead)
+    preamble.observe([1, 2, 11])  # "Here it is:\n\n"
+    assert preamble.available() == 0
+    preamble.observe([FENCE, LANG])
+    assert preamble.propose(2).tokens == [NL, 5]
+
+    followed = FenceOpening.create(file, OPENING, lead)
+    followed.observe(lead + [9])  # the fence line as drafted, then not the file: the aligner's business
+    assert followed.available() == 0
+    followed.observe([NL, FENCE, LANG])
+    assert followed.available() == 0
+    plain = FenceOpening.create(file, CLASSES, lead)  # no line-break token known: the plain lead-in
+    assert type(plain) is LeadIn and plain.propose(4).tokens == lead + file[:1]
+
+    big = tuple(_text(17, 40))
+    proposer = make_proposer([1, NL, NL] + lead + list(big) + [NL, FENCE], SpeculationParams(prediction=big), OPENING)
+    wired = proposer.parts()[1]
+    assert isinstance(wired, FenceOpening) and wired.propose(5).tokens == lead + list(big[:2])
+
+
 def test_a_reply_that_opens_a_fence_the_prompt_lacks_is_drafted_from_its_fence_line():
     """The prompt holds the file without a fence, the reply opens one anyway (the 0.5B did on 5 of 5 real
     edits asked that way): after the fence line's language the prediction drafts with the line break, where

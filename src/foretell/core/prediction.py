@@ -41,6 +41,7 @@ class LeadIn(Proposer):
 
     def __init__(self, lead: Sequence[int], prediction: Sequence[int]):
         self._tokens = [int(t) for t in lead] + [int(t) for t in prediction]
+        self._length = len(prediction)
         self._pos = 0  # output tokens that followed the lead-in so far
         self._following = True
 
@@ -67,6 +68,11 @@ class LeadIn(Proposer):
                 return None
         return None
 
+    @property
+    def lead(self) -> list[int]:
+        """The tokens drafted before the prediction (the prompt's fence line)."""
+        return self._tokens[:len(self._tokens) - self._length]
+
     def context(self) -> str:
         return "prediction/lead"
 
@@ -89,12 +95,15 @@ class LeadIn(Proposer):
 
 
 class FenceOpening(LeadIn):
-    """Where the prompt holds no fenced copy of the prediction, a reply that still opens a code fence (chat
-    models do: "```python", a line break, then the file) is followed by the prediction: once the output's
-    fence line has its language (or a fence token holding it), this proposes the line break and the
-    prediction, then follows the output like :class:`LeadIn` (context ``prediction/lead``). It watches the
-    reply's first fence line only, within its first ``max_wait`` tokens (a short preamble may come first),
-    so a fence closing the file, or one inside a followed Markdown prediction, starts nothing.
+    """A reply that opens a code fence of its own is followed by the prediction: once the output's first fence
+    line has its language (or a fence token holding it), this proposes the line break and the prediction,
+    then follows the output like :class:`LeadIn` (context ``prediction/lead``). Chat models open a fence
+    where the prompt holds the file without one, after a preamble ("Here is the file:"), or with another
+    language than the prompt's. With ``lead`` (the prompt's fence line before its copy of the prediction) it
+    first drafts that from the reply's first token, as :class:`LeadIn`, and watches for the reply's own fence
+    line once the reply departs from it before the prediction starts. It watches the reply's first fence
+    line only, within its first ``max_wait`` tokens, so a fence closing the file, or one inside a followed
+    Markdown prediction, starts nothing.
 
     Without it the fence line's language and line break took a pass each, and the aligner's line guess one
     more, before the prediction drafted long (0.5B, real edits with the file unfenced in the prompt).
@@ -102,23 +111,26 @@ class FenceOpening(LeadIn):
     Example: fence 20, line break 10, prediction [5, 6]: observe([20, 21]) -> propose(3) == [10, 5, 6].
     """
 
-    def __init__(self, prediction: Sequence[int], classes: TokenClasses, max_wait: int = 48):
-        super().__init__([], [])
+    def __init__(self, prediction: Sequence[int], classes: TokenClasses, lead: Sequence[int] = (),
+                 max_wait: int = 48):
+        super().__init__(lead, prediction)
         self._prediction = [int(t) for t in prediction]
+        self._lead = len(lead)
         self._classes = classes
         self._line: list[int] = []  # the output's current line while watching
-        self._seen = 0  # output tokens observed while watching
-        self._watching = True
-        self._following = False
+        self._seen = 0  # output tokens observed so far, while leading or watching
+        self._watching = not lead
+        self._following = bool(lead)
         self._max_wait = max_wait
 
     @classmethod
-    def create(cls, prediction: Sequence[int], classes: TokenClasses) -> "FenceOpening | None":
-        """None where the tokens are unknown or the prediction opens with a fence itself (the aligner
-        follows such a reply)."""
+    def create(cls, prediction: Sequence[int], classes: TokenClasses,
+               lead: Sequence[int] = ()) -> "LeadIn | None":
+        """The opening, or the plain :class:`LeadIn` of ``lead`` (None without one) where the tokens are
+        unknown or the prediction opens with a fence itself (the aligner follows such a reply)."""
         if classes.line_break is None or not classes.fence or not prediction or int(prediction[0]) in classes.fence:
-            return None
-        return cls(prediction, classes)
+            return LeadIn(lead, prediction) if lead else None
+        return cls(prediction, classes, lead)
 
     def _ready(self) -> bool:
         line = self._line
@@ -140,20 +152,33 @@ class FenceOpening(LeadIn):
     def observe(self, tokens: Sequence[int]) -> None:
         for token in tokens:
             token = int(token)
-            if not self._watching:
-                super().observe([token])
+            if self._watching:
+                self._watch(token)
+                continue
+            followed = self._pos
+            super().observe([token])
+            if self._seen == followed and followed < self._lead and not self._following:
+                # departed from the prompt's fence line before the prediction: watch for the reply's own
+                self._watching = True
+                line = self._tokens[:followed]
+                nl = [i for i, t in enumerate(line) if t in self._classes.newline]
+                self._line = line[nl[-1] + 1:] if nl else line
+                self._watch(token)
                 continue
             self._seen += 1
-            if self._ready() and token in self._classes.newline:
-                self._watching = False  # the fence line ends: follow the prediction from here, or never
-                if token == self._classes.line_break:
-                    self._tokens, self._pos, self._following = [token] + self._prediction, 1, True
-            elif self._seen > self._max_wait and not self._ready():
-                self._watching = False
-            elif token in self._classes.newline:
-                self._line = []
-            else:
-                self._line.append(token)
+
+    def _watch(self, token: int) -> None:
+        self._seen += 1
+        if self._ready() and token in self._classes.newline:
+            self._watching = False  # the fence line ends: follow the prediction from here, or never
+            if token == self._classes.line_break:
+                self._tokens, self._pos, self._following = [token] + self._prediction, 1, True
+        elif self._seen > self._max_wait and not self._ready():
+            self._watching = False
+        elif token in self._classes.newline:
+            self._line = []
+        else:
+            self._line.append(token)
 
 
 class PredictionProposer(Proposer):
@@ -220,7 +245,8 @@ def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
 
     - the prediction is used (a non-empty one, method ``auto`` or ``prediction``): :class:`PredictionProposer`,
       with an :class:`NgramProposer` over the prompt as fallback for ``auto``, and a :class:`LeadIn` where the
-      prompt holds the prediction in a code fence (else a :class:`FenceOpening`, for a reply that opens one);
+      prompt holds the prediction in a code fence, within a :class:`FenceOpening` (for a reply that opens a
+      fence line of its own);
     - else n-gram lookup is allowed (``auto`` or ``ngram``): :class:`NgramProposer` over the prompt;
     - otherwise None (plain decoding).
 
@@ -232,7 +258,8 @@ def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
     if spec.uses_prediction:
         classes = classes or TokenClasses()
         fallback = NgramProposer(prompt_ids) if spec.uses_ngram else None
-        lead_in = LeadIn.fence(prompt_ids, spec.prediction, classes) or FenceOpening.create(spec.prediction, classes)
+        fenced = LeadIn.fence(prompt_ids, spec.prediction, classes)
+        lead_in = FenceOpening.create(spec.prediction, classes, fenced.lead if fenced else ())
         return PredictionProposer(spec.prediction, spec.search_length, fallback, newline_ids=classes.newline,
                                   lead_in=lead_in)
     if spec.uses_ngram:
