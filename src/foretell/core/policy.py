@@ -51,7 +51,7 @@ from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 # curve: geomean 1.266 -> 1.243, worst output 0.902 -> 0.881); with the two prediction priors alone it rose.
 # "prediction/reanchored" (aligned again after a re-anchor, fewer than 4 tokens confirmed) at (0.75, 4),
 # replayed on the 18 real-edit outputs of the 0.5B and 1.5B and the 38 recorded ones with their prompts: the
-# prediction's geomean over n-gram lookup alone went 1.093 -> 1.098 (0.5B's Zen 4 curve), 1.081 -> 1.086
+# prediction's geomean over n-gram lookup alone went 1.097 -> 1.098 (0.5B's Zen 4 curve), 1.081 -> 1.086
 # (1.5B's), 1.250 -> 1.247 (a flat GPU-like curve) against drafting such steps as "prediction/aligned";
 # priors of 0.6 and 0.85 did less. The 1.5B's Markdown edit (engine, 2 runs): 0.95-0.98x n-gram -> 1.00-1.07x.
 PRIORS: dict[str, float | tuple[float, float]] = {
