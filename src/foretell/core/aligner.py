@@ -278,8 +278,7 @@ class PredictionAligner(Proposer):
         self._aligned = True
         self._cursor = 0
         self._run = config.reanchor_evidence
-        self._unconfirmed = False  # re-anchored, and fewer than ``confirm_tokens`` followed since
-        self._confirm_left = 0
+        self._confirm_left = 0  # after a re-anchor: output tokens still to follow before it counts as aligned
         # diverged state
         self._anchor = 0  # m: the prediction index the output departed at
         self._prior_run = 0  # matched tokens right before the divergence
@@ -360,7 +359,7 @@ class PredictionAligner(Proposer):
         if self._aligned:
             if not self._out:
                 return "prediction/start"
-            return "prediction/reanchored" if self._unconfirmed else "prediction/aligned"
+            return "prediction/reanchored" if self._confirm_left > 0 else "prediction/aligned"
         if not self.has_anchor:
             return "prediction/guess"
         return "prediction/anchored" if self.evidence >= self.config.anchored_evidence else "prediction/tentative"
@@ -392,9 +391,7 @@ class PredictionAligner(Proposer):
                 out.extend(tokens[begin:i])
                 self._run += cursor - self._cursor
                 self._cursor = cursor
-                if self._unconfirmed and i - begin >= self._confirm_left:
-                    self._unconfirmed = False
-                self._confirm_left -= i - begin
+                self._confirm_left = max(0, self._confirm_left - (i - begin))
                 if i == len(tokens):
                     break
                 self._diverge()
@@ -497,8 +494,7 @@ class PredictionAligner(Proposer):
 
     def _reanchor(self, cursor: int, evidence: int) -> None:
         # the first anchor of an output that opened with other text (a reply's preamble) is trusted at once
-        self._unconfirmed = self.config.confirm_tokens > 0 and self._matched > 0
-        self._confirm_left = self.config.confirm_tokens
+        self._confirm_left = self.config.confirm_tokens if self._matched > 0 else 0
         self._matched += min(evidence, self._since)  # the matched tokens seen while diverged
         start = cursor - evidence
         self._skipped = [(lo, hi) for lo, hi in self._skipped if not lo <= start < hi]

@@ -137,7 +137,6 @@ class CpuGemm:
                out.data_ptr(), rows.shape[0], n, k, torch.get_num_threads())
         return out.reshape(*x.shape[:-1], n).to(x.dtype)
 
-
     def attends(self, dtype: torch.dtype, head_dim: int) -> bool:
         """Whether :meth:`attention` takes queries and caches of this dtype and head size (fp32 or bf16, a head
         size of at most 16 vectors: 256 with AVX-512, 128 with AVX2)."""

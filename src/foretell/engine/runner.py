@@ -96,7 +96,6 @@ class _PackedBatch:
                 self._masks[key] = _tree_mask(self.starts[i], len(seg.tokens), seg.parents, window, device)
         return self._masks[key]
 
-
     def logit_keys(self, i: int, window: int | None) -> tuple[list[int], list[int]]:
         """(first, end) key of each query of segment i that needs logits: it sees keys [first, end)."""
         key = (i, window, "logits")
