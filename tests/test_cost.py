@@ -23,10 +23,10 @@ class SlowRunner:
         self.kv_shape, self.device, self.vocab_size = self.inner.kv_shape, self.inner.device, self.inner.vocab_size
         self.delay, self.cold, self.passes, self.run_model = delay, cold, 0, run_model
 
-    def forward(self, segments):
+    def forward(self, segments, **kwargs):
         time.sleep(self.cold if self.passes == 1 else self.delay)
         self.passes += 1
-        return self.inner.forward(segments) if self.run_model else None
+        return self.inner.forward(segments, **kwargs) if self.run_model else None
 
 
 def test_a_busy_machine_still_measures_a_usable_curve(tmp_path, monkeypatch):
@@ -75,7 +75,7 @@ def test_timing_waits_for_the_gpu(monkeypatch):
     class CudaRunner:
         device = torch.device("cuda", 0)
 
-        def forward(self, segments):
+        def forward(self, segments, **kwargs):
             events.append("forward")
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
@@ -200,7 +200,7 @@ class TwoKernelRunner:
         self.kv_shape, self.device, self.vocab_size = self.inner.kv_shape, self.inner.device, self.inner.vocab_size
         self.plan, self.kernels = plan, []
 
-    def forward(self, segments):
+    def forward(self, segments, **kwargs):
         n = len(segments[0].tokens)
         self.kernels.append(self.plan.force)
         seconds = 0.0

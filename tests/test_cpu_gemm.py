@@ -104,6 +104,34 @@ def test_bf16_inputs_match_a_float64_reference_and_rows_stay_independent(bf16_ro
     assert torch.equal(bf16_route.linear(x, w), bf16_route.linear(x, w, torch.zeros(n))), "a zero bias adds nothing"
 
 
+def test_logits_are_the_layers_values_as_float32_from_one_write(bf16_route):
+    """The output head's route: ``logits`` gives ``linear(...).float()`` bit for bit, the bf16 rounding done in the
+    kernel (ties to even, overflow to inf, NaN kept, as torch's ``.to(bfloat16)``); fp32 inputs unrounded; and
+    into a caller's buffer, whose memory the result shares."""
+    gen = torch.Generator().manual_seed(5)
+    n, k = 70, 40
+    special = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 1 + 2 ** -8 + 2 ** -20, 3.3e38, 3.4e38,
+                            -3.4e38, float("inf"), -float("inf"), float("nan"), 1e-40, -1e-40, 0.0])
+    bias = torch.cat([special, torch.randn(n - len(special), generator=gen) * 50])
+    zero = torch.zeros(3, k).bfloat16()  # outputs = the bias exactly: the rounding alone
+    w = torch.randn(n, k, generator=gen).bfloat16()
+    got = bf16_route.logits(zero, w, bias)
+    want = bias.bfloat16().float().expand(3, n)
+    assert got.dtype == torch.float32 and torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))
+    x = torch.randn(2, 9, k, generator=gen).bfloat16()
+    for b in (None, bias[len(special):].repeat(2)[:n]):
+        assert torch.equal(bf16_route.logits(x, w, b), bf16_route.linear(x, w, b).float())
+    buffer = torch.full((20 * n,), 7.0)
+    into = bf16_route.logits(x, w, out=buffer)
+    assert into.shape == (2, 9, n) and into.data_ptr() == buffer.data_ptr()
+    assert torch.equal(into, bf16_route.linear(x, w).float()) and torch.equal(buffer[18 * n:], torch.full((2 * n,), 7.0))
+    x32, w32 = x.float() / 3, w.float() / 3  # fp32: no rounding
+    assert torch.equal(bf16_route.logits(x32, w32), bf16_route.linear(x32, w32))
+    with pytest.raises(ValueError, match="buffer"):
+        bf16_route.logits(x, w, out=torch.empty(17 * n))
+
+
 def test_exact_bf16_narrows_only_weights_that_are_exactly_bf16():
     w = torch.randn(6, 10).bfloat16().float()
     narrow = cpu_gemm.exact_bf16(w)

@@ -84,13 +84,32 @@ def data(runner):
     return prompt, follow, one_token_logits(runner, prompt, follow)
 
 
+@pytest.mark.parametrize("reuse", [False, True], ids=["fresh", "reused"])
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 16, 33, 64, 128])
-def test_verify_pass_of_k_tokens_matches_one_token_passes(runner, data, k):
+def test_verify_pass_of_k_tokens_matches_one_token_passes(runner, data, k, reuse):
     prompt, follow, reference = data
     kv = new_kv(runner)
     prefill(runner, kv, prompt[:-1], 16)
-    logits = runner.forward([Segment(kv, [prompt[-1]] + follow[:k], num_logits=k + 1)])[0]
+    logits = runner.forward([Segment(kv, [prompt[-1]] + follow[:k], num_logits=k + 1)], reuse_logits=reuse)[0]
     assert torch.equal(logits, reference[: k + 1])
+
+
+def test_passes_that_reuse_their_logits_share_one_buffer_with_the_same_values(runner, data):
+    """The engine's passes (``reuse_logits``) write the head's logits into one kept buffer (no fresh pages for
+    every long pass); the values are the fresh pass's, and a pass that does not reuse gets its own memory.
+    (An fp16 head keeps the kernel's fp16 result: no buffer.)"""
+    if not runner.exact_kernel or next(runner.model.parameters()).dtype == torch.float16:
+        pytest.skip("the padded route and fp16 models have no kept head buffer")
+    prompt, follow, reference = data
+    kv = new_kv(runner)
+    prefill(runner, kv, prompt[:-1], 16)
+    first = runner.forward([Segment(kv, [prompt[-1]] + follow[:9], num_logits=10)], reuse_logits=True)[0]
+    assert torch.equal(first, reference[:10])
+    pointer = first.data_ptr()
+    second = runner.forward([Segment(kv, [prompt[-1]] + follow[:5], num_logits=6)], reuse_logits=True)[0]
+    assert second.data_ptr() == pointer and torch.equal(second, reference[:6])
+    fresh = runner.forward([Segment(kv, [prompt[-1]] + follow[:5], num_logits=6)])[0]
+    assert fresh.data_ptr() != pointer and torch.equal(fresh, reference[:6])
 
 
 def test_packed_neighbours_and_the_last_prompt_chunk_change_no_bit(runner, data):

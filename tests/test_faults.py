@@ -101,10 +101,10 @@ def test_a_request_failing_in_the_forward_pass_fails_alone(model, tok):
     bad = req(tok, "for i in", seed=BAD_SEED)
     real = e.runner.forward
 
-    def forward(segments):
+    def forward(segments, **kwargs):
         if any(seg.kv is e_bad_kv() for seg in segments):
             raise IndexError("index out of range in self")
-        return real(segments)
+        return real(segments, **kwargs)
 
     def e_bad_kv():
         seq = next((s for s in e.running if s.id == bad.request_id), None)

@@ -55,7 +55,8 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
     kv = SeqKV(runner.kv_shape, capacity=context + top, max_capacity=context + top)
     gen = torch.Generator().manual_seed(0)
     vocab = runner.vocab_size
-    runner.forward([Segment(kv, torch.randint(0, vocab, (context,), generator=gen).tolist(), num_logits=1)])
+    runner.forward([Segment(kv, torch.randint(0, vocab, (context,), generator=gen).tolist(), num_logits=1)],
+                   reuse_logits=True)
     kv.length = context
     kernels: tuple[bool | None, ...] = (False, True) if plan is not None else (None,)
     sizes = _affordable_sizes(runner, kv, vocab, gen, plan, kernels)  # warm-up round, stops at slow sizes
@@ -103,7 +104,7 @@ def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.G
     try:
         synchronize(runner.device)
         start = time.perf_counter()
-        runner.forward([Segment(kv, tokens, num_logits=n)])
+        runner.forward([Segment(kv, tokens, num_logits=n)], reuse_logits=True)  # as the engine's passes
         synchronize(runner.device)
         return time.perf_counter() - start, shapes
     finally:

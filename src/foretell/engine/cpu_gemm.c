@@ -13,6 +13,9 @@
  * multiplies them with VDPBF16PS: 32 products a vector per instruction, accumulated in fp32, twice the work of
  * an fp32 FMA, for bf16 models on CPUs that compute bf16 natively. Its rows are independent too (one fixed
  * sequence of instructions per output, whatever M), but its sums round differently from the fp32 kernels'.
+ * Every linear takes a last argument rnd: nonzero stores each output rounded to the nearest bf16 (ties to even,
+ * torch's conversion) but kept as an fp32, so a bf16 model's output head writes its logits once, in their final
+ * values, instead of an fp32 result, a bf16 copy of it and an fp32 copy of that.
  * Built by cpu_gemm.py with the machine's C compiler (-O3 -march=native -fopenmp, torch's libgomp).
  */
 #include <immintrin.h>
@@ -22,6 +25,15 @@
 #include <stdlib.h>
 
 typedef unsigned short bf16; /* the top 16 bits of an fp32 */
+
+/* f rounded to the nearest bf16, ties to even (torch's float -> bfloat16), as an fp32; NaN stays NaN */
+static inline float round_bf16(float f) {
+    unsigned int u;
+    __builtin_memcpy(&u, &f, sizeof u);
+    if (f == f) u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    __builtin_memcpy(&f, &u, sizeof u);
+    return f;
+}
 
 #if defined(__AVX512F__)
 #define VW 16
@@ -75,7 +87,7 @@ static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v); }
  * products into fp32 lanes. */
 #define DEFINE_TILE(NAME, XT, WT, WV, STEP, WLOAD, WLOAD_TAIL, XLOAD, XLOAD_TAIL, MADD, PF)                   \
 static inline __attribute__((always_inline)) void NAME(const XT *x, const WT *w, float *y, const float *b,    \
-                                                       const int nb, const int mb, int K, int N) {            \
+                                                       const int nb, const int mb, int K, int N, int rnd) {   \
     vec acc[NB][MB];                                                                                          \
     for (int i = 0; i < nb; i++)                                                                              \
         for (int j = 0; j < mb; j++) acc[i][j] = VZERO();                                                     \
@@ -100,21 +112,25 @@ static inline __attribute__((always_inline)) void NAME(const XT *x, const WT *w,
         }                                                                                                     \
     }                                                                                                         \
     for (int j = 0; j < mb; j++)                                                                              \
-        for (int i = 0; i < nb; i++) y[(size_t)j * N + i] = hsum(acc[i][j]) + (b ? b[i] : 0.0f);              \
+        for (int i = 0; i < nb; i++) {                                                                        \
+            float v = hsum(acc[i][j]) + (b ? b[i] : 0.0f);                                                    \
+            y[(size_t)j * N + i] = rnd ? round_bf16(v) : v;                                                   \
+        }                                                                                                     \
 }                                                                                                             \
                                                                                                               \
-static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int nb, int mb, int K, int N) {   \
+static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int nb, int mb, int K, int N,     \
+                        int rnd) {                                                                            \
     if (nb == NB) {                                                                                           \
         switch (mb) {                                                                                         \
-        case 4: NAME(x, w, y, b, NB, 4, K, N); return;                                                        \
-        case 3: NAME(x, w, y, b, NB, 3, K, N); return;                                                        \
-        case 2: NAME(x, w, y, b, NB, 2, K, N); return;                                                        \
-        default: NAME(x, w, y, b, NB, 1, K, N); return;                                                       \
+        case 4: NAME(x, w, y, b, NB, 4, K, N, rnd); return;                                                   \
+        case 3: NAME(x, w, y, b, NB, 3, K, N, rnd); return;                                                   \
+        case 2: NAME(x, w, y, b, NB, 2, K, N, rnd); return;                                                   \
+        default: NAME(x, w, y, b, NB, 1, K, N, rnd); return;                                                  \
         }                                                                                                     \
     }                                                                                                         \
     for (int i = 0; i < nb; i++) /* the last weight rows of a matrix whose N is not a multiple of NB */      \
         for (int j = 0; j < mb; j++)                                                                          \
-            NAME(x + (size_t)j * K, w + (size_t)i * K, y + (size_t)j * N + i, b ? b + i : 0, 1, 1, K, N);      \
+            NAME(x + (size_t)j * K, w + (size_t)i * K, y + (size_t)j * N + i, b ? b + i : 0, 1, 1, K, N, rnd); \
 }
 
 /* y = x w^T (+ b) over every block of NB weight rows and tile of MB input rows; a thread takes GROUP blocks at a
@@ -122,7 +138,7 @@ static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int 
  * inputs once per block, not once per group, made the pass L2-bound) */
 #define GROUP 4
 #define DEFINE_LINEAR(NAME, XT, WT, TILE)                                                                     \
-void NAME(const XT *x, const WT *w, const float *b, float *y, int M, int N, int K, int threads) {            \
+void NAME(const XT *x, const WT *w, const float *b, float *y, int M, int N, int K, int threads, int rnd) {   \
     int blocks = (N + NB - 1) / NB, groups = (blocks + GROUP - 1) / GROUP;                                    \
     _Pragma("omp parallel for schedule(static) num_threads(threads)")                                         \
     for (int grp = 0; grp < groups; grp++) {                                                                  \
@@ -132,7 +148,7 @@ void NAME(const XT *x, const WT *w, const float *b, float *y, int M, int N, int 
             for (int blk = grp * GROUP; blk < last; blk++) {                                                  \
                 int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB;                                            \
                 TILE##_rows(x + (size_t)m0 * K, w + (size_t)n0 * K, y + (size_t)m0 * N + n0, b ? b + n0 : 0,  \
-                            nb, mb, K, N);                                                                    \
+                            nb, mb, K, N, rnd);                                                               \
             }                                                                                                 \
         }                                                                                                     \
     }                                                                                                         \
@@ -146,7 +162,8 @@ DEFINE_TILE(tile_hot, float, float, vec, VW, VLOAD, vload_tail, VLOAD, vload_tai
 DEFINE_LINEAR(foretell_linear, float, float, tile_f32)
 
 /* the same product with bf16 weights; bit for bit foretell_linear on the weights widened to fp32 */
-void foretell_linear_bf16(const float *x, const bf16 *w, const float *b, float *y, int M, int N, int K, int threads) {
+void foretell_linear_bf16(const float *x, const bf16 *w, const float *b, float *y, int M, int N, int K, int threads,
+                          int rnd) {
     int blocks = (N + NB - 1) / NB;
     #pragma omp parallel num_threads(threads)
     {
@@ -169,9 +186,9 @@ void foretell_linear_bf16(const float *x, const bf16 *w, const float *b, float *
                 const float *xm = x + (size_t)m0 * K;
                 float *ym = y + (size_t)m0 * N + n0;
                 if (wide)
-                    tile_hot_rows(xm, wide, ym, b ? b + n0 : 0, nb, mb, K, N);
+                    tile_hot_rows(xm, wide, ym, b ? b + n0 : 0, nb, mb, K, N, rnd);
                 else
-                    tile_bf16_rows(xm, wb, ym, b ? b + n0 : 0, nb, mb, K, N);
+                    tile_bf16_rows(xm, wb, ym, b ? b + n0 : 0, nb, mb, K, N, rnd);
             }
         }
         free(wide);

@@ -96,7 +96,7 @@ class CpuGemm:
         self._dot = getattr(library, "foretell_linear_bf16dot", None)  # built only for AVX512-BF16
         for fn in [*self._fns.values(), *([self._dot] if self._dot is not None else [])]:
             fn.restype = None
-            fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
+            fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5
         self._attention = {torch.float32: library.foretell_attention_f32_rows,
                            torch.bfloat16: library.foretell_attention_bf16_rows}
         for fn in self._attention.values():
@@ -111,6 +111,23 @@ class CpuGemm:
         return self._dot is not None
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        out = self._run(x, weight, bias, None, rounded=False)
+        return out.reshape(*x.shape[:-1], weight.shape[0]).to(x.dtype)
+
+    def logits(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+        """``linear(x, weight, bias).float()`` for an output head, from one write: float32 ``[*, N]`` holding the
+        values of ``x.dtype`` (bf16 inputs: each output rounded to bf16 in the kernel, as ``.to(bfloat16)``
+        rounds). ``out``: a float32 buffer of at least rows x N values to write into (the result is a view of it),
+        so a pass of many rows does not fault in fresh pages for its logits; None allocates."""
+        if x.dtype not in (torch.float32, torch.bfloat16):
+            return self.linear(x, weight, bias).float()
+        result = self._run(x, weight, bias, out, rounded=x.dtype == torch.bfloat16)
+        return result.reshape(*x.shape[:-1], weight.shape[0])
+
+    def _run(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None,
+             rounded: bool) -> torch.Tensor:
+        """float32 [rows, N] = x W^T (+ b), each output rounded to bf16 where ``rounded``."""
         bf16_input = x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16
         fn = self._fns.get(weight.dtype)
         if (x.dtype != torch.float32 and not bf16_input) or fn is None or x.device.type != "cpu" \
@@ -131,11 +148,17 @@ class CpuGemm:
         weight = weight.contiguous()
         if bias is not None:
             bias = bias.float().contiguous()
-        out = torch.empty(rows.shape[0], n, dtype=torch.float32)
-        if rows.shape[0]:
+        m = rows.shape[0]
+        if out is None:
+            result = torch.empty(m, n, dtype=torch.float32)
+        elif out.dtype != torch.float32 or out.device.type != "cpu" or not out.is_contiguous() or out.numel() < m * n:
+            raise ValueError(f"out must be a contiguous float32 CPU buffer of at least {m * n} values")
+        else:
+            result = out.view(-1)[: m * n].view(m, n)
+        if m:
             fn(rows.data_ptr(), weight.data_ptr(), bias.data_ptr() if bias is not None else None,
-               out.data_ptr(), rows.shape[0], n, k, torch.get_num_threads())
-        return out.reshape(*x.shape[:-1], n).to(x.dtype)
+               result.data_ptr(), m, n, k, torch.get_num_threads(), int(rounded))
+        return result
 
     def attends(self, dtype: torch.dtype, head_dim: int) -> bool:
         """Whether :meth:`attention` takes queries and caches of this dtype and head size (fp32 or bf16, a head

@@ -214,7 +214,7 @@ class LLMEngine:
         """The packed pass; if it fails, each segment alone, so a failure is pinned on its request (an
         exception in place of its logits). A failed pass changed no ``kv.length``, so retrying is safe."""
         try:
-            return self.runner.forward(segments)
+            return self.runner.forward(segments, reuse_logits=True)  # verified before the next pass
         except Exception as exc:
             if len(segments) == 1:
                 return [exc]

@@ -496,6 +496,9 @@ class ExactModeUnavailable(RuntimeError):
     """This machine's GEMM kernels give a row a result that depends on the other rows of the pass."""
 
 
+HEAD_BUFFER_BYTES = 256 << 20  # exact mode's output head keeps a logits buffer up to this size (ExactKernelLinear)
+
+
 @dataclass
 class ExactRows:
     """How exact mode's linear layers split the current pass (set by :meth:`ModelRunner.forward`): the rows of
@@ -506,9 +509,11 @@ class ExactRows:
     chunks: list[tuple[int, int]] = field(default_factory=list)
     others: torch.Tensor | None = None
     library: bool = False  # every row on the library GEMM (a peer's model.generate on the same model object)
+    reuse_logits: bool = False  # this pass's caller takes its logits before the next pass (the head's buffer)
 
-    def fill(self, segments: list[Segment]) -> None:
+    def fill(self, segments: list[Segment], reuse_logits: bool = False) -> None:
         """Split the pass of ``segments``: each one's rows before those that need logits are a prompt chunk."""
+        self.reuse_logits = reuse_logits
         chunks, others, row = [], [], 0
         for seg in segments:
             chunk = len(seg.tokens) - seg.num_logits
@@ -520,7 +525,7 @@ class ExactRows:
         self.others = torch.tensor(others, dtype=torch.long) if others and chunks else None
 
     def clear(self) -> None:
-        self.total, self.chunks, self.others = 0, [], None
+        self.total, self.chunks, self.others, self.reuse_logits = 0, [], None, False
 
 
 class ExactKernelLinear(torch.nn.Module):
@@ -534,7 +539,11 @@ class ExactKernelLinear(torch.nn.Module):
     has it). bf16 layers compute the kernel's rows with VDPBF16PS where the CPU has AVX512-BF16 (else in fp32
     from the bf16 weights), fp16 ones in fp32 from widened weights; each output is rounded once back.
     ``dense`` None (the output head, which sees only rows that need logits): the kernel only, on a bf16 copy
-    where the weights are exactly bf16."""
+    where the weights are exactly bf16. Inside a pass the head writes float32 logits, each rounded to the
+    model's bf16 in the kernel: the values a bf16 head gives, without its bf16 copy and the caller's float32
+    copy of that. Where the pass's caller reuses logits (the engine's step), they go into a buffer kept across
+    passes (up to ``HEAD_BUFFER_BYTES``), so a long verify pass does not fault in a fresh 78 MB for 128 rows of
+    a 152k vocabulary; they are then valid until the next pass."""
 
     def __init__(self, linear: torch.nn.Linear, gemm: CpuGemm, rows: ExactRows, keep_dense: bool = True):
         super().__init__()
@@ -553,6 +562,7 @@ class ExactKernelLinear(torch.nn.Module):
         self.gemm = gemm
         self.rows = rows
         self.out_features = linear.out_features
+        self._head_out: torch.Tensor | None = None  # the head's logits buffer, reused pass after pass
 
     @property
     def weight(self) -> torch.Tensor:
@@ -563,11 +573,24 @@ class ExactKernelLinear(torch.nn.Module):
             return self.gemm.linear(x, self.kernel_weight, self.kernel_bias)
         return self.gemm.linear(x.float(), self.kernel_weight, self.kernel_bias).to(x.dtype)
 
+    def head_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The output head inside a pass: float32 logits with the values of ``kernel(x)``, in the kept buffer."""
+        if x.dtype == torch.float32 or x.dtype == self.kernel_weight.dtype == torch.bfloat16:
+            size = x.numel() // x.shape[-1] * self.out_features
+            if not self.rows.reuse_logits or size * 4 > HEAD_BUFFER_BYTES:
+                return self.gemm.logits(x, self.kernel_weight, self.kernel_bias)
+            if self._head_out is None or self._head_out.numel() < size:
+                self._head_out = torch.empty(size, dtype=torch.float32)
+            return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, out=self._head_out)
+        return self.kernel(x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         rows = self.rows
         if rows.library and self.dense is not None:
             return self.dense(x)
+        if self.dense is None and rows.total and not rows.library:
+            return self.head_logits(x)
         if self.dense is None or not rows.chunks or rows.total != flat.shape[0]:
             return self.kernel(x)
         out = flat.new_empty(flat.shape[0], self.out_features)
@@ -833,9 +856,11 @@ class ModelRunner:
         return self._exact_rows is not None
 
     @torch.inference_mode()
-    def forward(self, segments: list[Segment]) -> list[torch.Tensor]:
+    def forward(self, segments: list[Segment], reuse_logits: bool = False) -> list[torch.Tensor]:
         """Run all segments in one pass; returns per segment float32 logits ``[num_logits, vocab]`` and
-        advances nothing: the caller sets ``kv.length`` to what verification accepted."""
+        advances nothing: the caller sets ``kv.length`` to what verification accepted. ``reuse_logits``: the
+        caller is done with these logits before its next pass, so they may live in a buffer that pass reuses
+        (exact mode's output head), which spares a long pass the page faults of a fresh one."""
         for seg in segments:
             seg.kv.ensure(seg.kv.length + len(seg.tokens))
         batch = _PackedBatch(segments, self.exact, self.attention_kernel)
@@ -845,7 +870,7 @@ class ModelRunner:
         if not keep:
             keep = [batch.total - 1]
         if self._exact_rows is not None:
-            self._exact_rows.fill(segments)
+            self._exact_rows.fill(segments, reuse_logits)
         try:
             with attention_backends(self.device):
                 out = self.model(
