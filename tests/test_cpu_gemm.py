@@ -229,6 +229,30 @@ def test_attention_gives_a_query_the_same_bits_alone_and_beside_any_other_querie
                     assert torch.equal(got[:, t], alone[start + t]), (heads, dim, n, start, t)
 
 
+def test_bf16_attention_runs_on_vdpbf16ps_with_key_ranges_that_split_value_pairs(gemm):
+    """Where the CPU has AVX512-BF16, bf16 attention (head size a multiple of 32) multiplies bf16 pairs
+    natively: a different route from the widened fp32 one (other bits, the same values within bf16 rounding),
+    and a query's bits stay its own where its key range starts or ends inside a pair of values (odd first or
+    end), alone or beside queries whose ranges start elsewhere."""
+    if gemm._attention_dot is None:
+        if "avx512_bf16" in cpu_gemm._cpu_model():
+            pytest.fail("this CPU has AVX512-BF16: the native bf16 attention should have been built")
+        pytest.skip("no AVX512-BF16 here")
+    widened = copy.copy(gemm)
+    widened._attention_dot = None
+    q, k, v, _, _ = _attention_case(14, 2, 64, 12, torch.bfloat16, seed=11)
+    first = [0, 1, 2, 3, 7, 8, 30, 31, 64, 65, 100, 101]
+    end = [f + n for f, n in zip(first, (1, 1, 2, 3, 4, 5, 33, 34, 60, 61, 58, 59))]
+    got = gemm.attention(q, k, v, first, end, 0.125)
+    assert not torch.equal(got, widened.attention(q, k, v, first, end, 0.125))
+    torch.testing.assert_close(got.double(), _attention_reference(q, k, v, first, end, 0.125), rtol=2e-2, atol=2e-2)
+    for t in range(12):
+        alone = gemm.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], 0.125)[:, 0]
+        assert torch.equal(alone, got[:, t]), t
+        pair = gemm.attention(q[:, [0, t]], k, v, [first[0], first[t]], [end[0], end[t]], 0.125)
+        assert torch.equal(pair[:, 1], got[:, t]), t
+
+
 def test_attention_refuses_what_it_cannot_take(gemm):
     q, k, v, first, end = _attention_case(4, 2, 64, 3, torch.float32, seed=0)
     assert not gemm.attends(torch.float16, 64) and not gemm.attends(torch.float32, 16 * 64)

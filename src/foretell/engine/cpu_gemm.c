@@ -495,3 +495,176 @@ void NAME(const T *q, const T *k, const T *v, float *out, const int *first, cons
 
 DEFINE_ATTENTION(foretell_attention_f32_rows, float, same1, VLOAD, vload_tail, 0)
 DEFINE_ATTENTION(foretell_attention_bf16_rows, bf16, widen1, bload, bload_tail, 1)
+
+#if defined(__AVX512BF16__)
+/* ---- the same attention for bf16 queries and caches on VDPBF16PS (CPUs with AVX512-BF16; head size a
+ * multiple of 32): twice the products per instruction of the widened fp32 FMAs above.
+ * Scores: lane = key, each lane sums q[2e] k[2e] + q[2e+1] k[2e+1] over the head's dimension pairs e (the keys
+ * copied once per call as pairs of dimensions, transposed), then times scale; softmax in fp32 as above; the
+ * probabilities rounded to bf16 (as the library's bf16 attention rounds them before its second product).
+ * Values: lane = dimension, each lane sums p[j] v[j] + p[j+1] v[j+1] over the pairs (j, j+1) of keys at even
+ * positions of the cache (the values copied once per call as such pairs); a query's key range that starts or
+ * ends between two keys of a pair adds that key alone, with one fp32 FMA. So a query's result depends only on
+ * its own key range, as above: the same bits alone or in a pass of any length. */
+typedef unsigned int u32;
+static inline u32 load_u32(const void *p) { u32 u; __builtin_memcpy(&u, p, sizeof u); return u; }
+static inline __m512bh pair1(const void *p) { return (__m512bh)_mm512_set1_epi32((int)load_u32(p)); }
+static inline vec vwiden1(bf16 h) { return vset1(widen1(h)); }
+
+static inline __attribute__((always_inline)) void attend_heads_dot(
+        const bf16 *const *qh, const u32 *kp, int ld, const bf16 *v, const u32 *vp, int odd, float *const *oh,
+        float *s, bf16 *pb, int L, int D, float scale, const int nh) {
+    /* qh[h]: head h's query; kp: key pairs from this query's first key (D / 2 rows of stride ld); v: value rows from
+     * the first key; vp: value pairs from the first pair that lies wholly in the range (odd: the first key is
+     * alone); oh[h]: head h's output; s, pb: scores and bf16 probabilities, ld per head */
+    const int E = D / 2;
+    for (int j = 0; j < L; j += 2 * VW) {
+        vec a[HB][2];
+        for (int h = 0; h < nh; h++) a[h][0] = a[h][1] = VZERO();
+        for (int e = 0; e < E; e++) {
+            const u32 *row = kp + (size_t)e * ld + j;
+            __m512bh k0 = (__m512bh)_mm512_loadu_si512(row), k1 = (__m512bh)_mm512_loadu_si512(row + VW);
+            for (int h = 0; h < nh; h++) {
+                __m512bh qe = pair1(qh[h] + 2 * e);
+                a[h][0] = _mm512_dpbf16_ps(a[h][0], k0, qe);
+                a[h][1] = _mm512_dpbf16_ps(a[h][1], k1, qe);
+            }
+        }
+        vec sc = vset1(scale);
+        for (int h = 0; h < nh; h++) {
+            vstore(s + (size_t)h * ld + j, vmul(a[h][0], sc));
+            vstore(s + (size_t)h * ld + j + VW, vmul(a[h][1], sc));
+        }
+    }
+    for (int h = 0; h < nh; h++) {
+        float *sh = s + (size_t)h * ld;
+        bf16 *ph = pb + (size_t)h * ld;
+        vec mv = vset1(-INFINITY);
+        int j = 0;
+        for (; j + VW <= L; j += VW) mv = vmax(mv, VLOAD(sh + j));
+        float m = hmax(mv);
+        for (; j < L; j++) m = sh[j] > m ? sh[j] : m;
+        vec mm = vset1(m), lv = VZERO();
+        for (j = 0; j + VW <= L; j += VW) {
+            vec p = vexp(vsub(VLOAD(sh + j), mm));
+            vstore(sh + j, p);
+            lv = vadd(lv, p);
+        }
+        if (j < L) {
+            vec p = vexp(vsub(vload_tail(sh + j, L - j), mm));
+            vstore_tail(sh + j, p, L - j);
+            lv = vadd(lv, vload_tail(sh + j, L - j));
+        }
+        vec inv = vset1(1.0f / hsum(lv));
+        for (j = 0; j + VW <= L; j += VW)
+            _mm256_storeu_si256((__m256i *)(ph + j), (__m256i)_mm512_cvtneps_pbh(vmul(VLOAD(sh + j), inv)));
+        if (j < L)
+            _mm256_mask_storeu_epi16(ph + j, (__mmask16)((1u << (L - j)) - 1),
+                                     (__m256i)_mm512_cvtneps_pbh(vmul(vload_tail(sh + j, L - j), inv)));
+    }
+    for (int c = 0; c < D; c += 2 * VW) {
+        vec a[HB][2];
+        for (int h = 0; h < nh; h++) a[h][0] = a[h][1] = VZERO();
+        int r = 0;
+        if (odd) { /* the first key alone: its pair's other key is outside the range */
+            vec v0 = bload(v + c), v1 = bload(v + c + VW);
+            for (int h = 0; h < nh; h++) {
+                vec p = vwiden1(pb[(size_t)h * ld]);
+                a[h][0] = VFMA(p, v0, a[h][0]);
+                a[h][1] = VFMA(p, v1, a[h][1]);
+            }
+            r = 1;
+        }
+        for (const u32 *row = vp + c; r + 1 < L; r += 2, row += D) {
+            __m512bh v0 = (__m512bh)_mm512_loadu_si512(row), v1 = (__m512bh)_mm512_loadu_si512(row + VW);
+            for (int h = 0; h < nh; h++) {
+                __m512bh p = pair1(pb + (size_t)h * ld + r);
+                a[h][0] = _mm512_dpbf16_ps(a[h][0], v0, p);
+                a[h][1] = _mm512_dpbf16_ps(a[h][1], v1, p);
+            }
+        }
+        if (r < L) { /* the last key alone */
+            vec v0 = bload(v + (size_t)r * D + c), v1 = bload(v + (size_t)r * D + c + VW);
+            for (int h = 0; h < nh; h++) {
+                vec p = vwiden1(pb[(size_t)h * ld + r]);
+                a[h][0] = VFMA(p, v0, a[h][0]);
+                a[h][1] = VFMA(p, v1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < nh; h++) {
+            vstore(oh[h] + c, a[h][0]);
+            vstore(oh[h] + c + VW, a[h][1]);
+        }
+    }
+}
+
+#define ATTEND_DOT_CASE(N) attend_heads_dot(qh, kp, ld, v, vp, odd, oh, s, pb, L, D, scale, N); return
+static void attend_group_dot(const bf16 *const *qh, const u32 *kp, int ld, const bf16 *v, const u32 *vp, int odd,
+                             float *const *oh, float *s, bf16 *pb, int L, int D, float scale, int nh) {
+    switch (nh) {
+    case 1: ATTEND_DOT_CASE(1); case 2: ATTEND_DOT_CASE(2); case 3: ATTEND_DOT_CASE(3); case 4: ATTEND_DOT_CASE(4);
+    case 5: ATTEND_DOT_CASE(5); case 6: ATTEND_DOT_CASE(6); case 7: ATTEND_DOT_CASE(7); default: ATTEND_DOT_CASE(8);
+    }
+}
+
+/* arguments as foretell_attention_bf16_rows; D a multiple of 2 VW (32) */
+void foretell_attention_bf16dot_rows(const bf16 *q, const bf16 *k, const bf16 *v, float *out, const int *first,
+                                     const int *end, int T_, int H, int G, int D, long kv_stride, float scale,
+                                     int threads) {
+    const int rep = H / G, items = G * T_, E = D / 2;
+    int lo = first[0], hi = end[0];
+    for (int t = 1; t < T_; t++) { lo = first[t] < lo ? first[t] : lo; hi = end[t] > hi ? end[t] : hi; }
+    const int span = hi - lo, ld = (span + 2 * VW - 1) / (2 * VW) * (2 * VW) + 2 * VW;
+    const int base = lo & ~1, pairs = (hi - base + 1) / 2; /* value pairs (base + 2i, base + 2i + 1) */
+    const size_t kp_n = (size_t)G * E * ld, vp_n = (size_t)G * pairs * D;
+    const size_t scratch = (size_t)HB * ld + ((size_t)HB * ld + 1) / 2 + 16; /* scores, then bf16 probabilities */
+    float *ws = workspace(kp_n + vp_n + (size_t)threads * scratch);
+    u32 *kp = (u32 *)ws, *vp = (u32 *)ws + kp_n;
+    _Pragma("omp parallel num_threads(threads)")
+    {
+        _Pragma("omp for schedule(static)")
+        for (int gj = 0; gj < G * (ld / VW); gj++) { /* VW keys x VW dimension pairs a tile, transposed */
+            int g = gj / (ld / VW), j0 = gj % (ld / VW) * VW;
+            const u32 *src = (const u32 *)(k + g * kv_stride + (size_t)(lo + j0) * D);
+            u32 *dst = kp + (size_t)g * E * ld + j0;
+            int keys = span - j0 < VW ? (span - j0 > 0 ? span - j0 : 0) : VW;
+            for (int e0 = 0; e0 < E; e0 += VW) {
+                vec r[VW];
+                for (int jj = 0; jj < VW; jj++)
+                    r[jj] = jj < keys ? _mm512_loadu_ps((const float *)(src + (size_t)jj * E + e0)) : VZERO();
+                transpose_tile(r);
+                for (int ee = 0; ee < VW; ee++) vstore((float *)(dst + (size_t)(e0 + ee) * ld), r[ee]);
+            }
+        }
+        _Pragma("omp for schedule(static)")
+        for (int gi = 0; gi < G * pairs; gi++) { /* value pairs: lane c holds (v[j][c], v[j + 1][c]) */
+            int g = gi / pairs, i = gi % pairs, j = base + 2 * i;
+            const bf16 *r0 = v + g * kv_stride + (size_t)j * D, *r1 = r0 + D;
+            u32 *dst = vp + (size_t)gi * D;
+            for (int c = 0; c < D; c += VW) {
+                __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r0 + c)));
+                __m512i b = j + 1 < hi ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r1 + c))), 16)
+                                       : _mm512_setzero_si512();
+                _mm512_storeu_si512(dst + c, _mm512_or_si512(a, b));
+            }
+        }
+        float *s = ws + kp_n + vp_n + (size_t)omp_get_thread_num() * scratch;
+        bf16 *pb = (bf16 *)(s + (size_t)HB * ld);
+        _Pragma("omp for schedule(static)")
+        for (int it = 0; it < items; it++) {
+            int g = it / T_, t = it % T_, L = end[t] - first[t], odd = first[t] & 1;
+            const bf16 *vg = v + g * kv_stride + (size_t)first[t] * D;
+            const u32 *vpg = vp + ((size_t)g * pairs + (first[t] + odd - base) / 2) * D;
+            for (int r0 = 0; r0 < rep; r0 += HB) {
+                int nh = rep - r0 < HB ? rep - r0 : HB;
+                size_t row = ((size_t)(g * rep + r0) * T_ + t) * D, stride = (size_t)T_ * D;
+                const bf16 *qh[HB];
+                float *oh[HB];
+                for (int h = 0; h < nh; h++) qh[h] = q + row + h * stride, oh[h] = out + row + h * stride;
+                attend_group_dot(qh, kp + (size_t)g * E * ld + first[t] - lo, ld, vg, vpg, odd, oh, s, pb, L, D,
+                                 scale, nh);
+            }
+        }
+    }
+}
+#endif

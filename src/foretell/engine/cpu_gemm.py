@@ -99,7 +99,9 @@ class CpuGemm:
             fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 5
         self._attention = {torch.float32: library.foretell_attention_f32_rows,
                            torch.bfloat16: library.foretell_attention_bf16_rows}
-        for fn in self._attention.values():
+        # bf16 on VDPBF16PS, head sizes that are a multiple of 32 (built only for AVX512-BF16)
+        self._attention_dot = getattr(library, "foretell_attention_bf16dot_rows", None)
+        for fn in [*self._attention.values(), *([self._attention_dot] if self._attention_dot is not None else [])]:
             fn.restype = None
             fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_float, ctypes.c_int]
         library.foretell_lanes.restype = ctypes.c_int
@@ -183,9 +185,11 @@ class CpuGemm:
         query = query.contiguous()
         bounds = torch.tensor([first, end], dtype=torch.int32)
         out = torch.empty(heads, n, dim, dtype=torch.float32)
-        self._attention[query.dtype](query.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(),
-                                     bounds[0].data_ptr(), bounds[1].data_ptr(), n, heads, kv_heads, dim,
-                                     capacity * dim, scale, torch.get_num_threads())
+        fn = self._attention[query.dtype]
+        if query.dtype == torch.bfloat16 and self._attention_dot is not None and dim % 32 == 0:
+            fn = self._attention_dot
+        fn(query.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), bounds[0].data_ptr(),
+           bounds[1].data_ptr(), n, heads, kv_heads, dim, capacity * dim, scale, torch.get_num_threads())
         return out.to(query.dtype)
 
 
