@@ -266,6 +266,27 @@ static inline vec vexp(vec x) { /* e^x for x <= 0 (about 1e-7 relative), clamped
     return vscale2n(VFMA(p, vmul(r, r), vadd(r, vset1(1.0f))), n);
 }
 
+/* s[0, L) <- e^(s - max s); returns 1 / their sum (the softmax's normalisation) */
+static inline float exp_shifted(float *s, int L) {
+    vec mv = vset1(-INFINITY);
+    int j = 0;
+    for (; j + VW <= L; j += VW) mv = vmax(mv, VLOAD(s + j));
+    float m = hmax(mv);
+    for (; j < L; j++) m = s[j] > m ? s[j] : m;
+    vec mm = vset1(m), lv = VZERO();
+    for (j = 0; j + VW <= L; j += VW) {
+        vec p = vexp(vsub(VLOAD(s + j), mm));
+        vstore(s + j, p);
+        lv = vadd(lv, p);
+    }
+    if (j < L) {
+        vec p = vexp(vsub(vload_tail(s + j, L - j), mm));
+        vstore_tail(s + j, p, L - j);
+        lv = vadd(lv, vload_tail(s + j, L - j));
+    }
+    return 1.0f / hsum(lv);
+}
+
 #if defined(__AVX512F__)
 static const int TRANSPOSE_IDX[8][16] = { /* per round (sz = 8, 4, 2, 1): row i's and row i + sz's picks */
     {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
@@ -339,24 +360,9 @@ static inline __attribute__((always_inline)) void attend_heads(const float *q, c
     }
     for (int h = 0; h < nh; h++) {
         float *sh = s + (size_t)h * ld;
-        vec mv = vset1(-INFINITY);
+        vec inv = vset1(exp_shifted(sh, L)); /* the probabilities normalised before they weigh the values */
         int j = 0;
-        for (; j + VW <= L; j += VW) mv = vmax(mv, VLOAD(sh + j));
-        float m = hmax(mv);
-        for (; j < L; j++) m = sh[j] > m ? sh[j] : m;
-        vec mm = vset1(m), lv = VZERO();
-        for (j = 0; j + VW <= L; j += VW) {
-            vec p = vexp(vsub(VLOAD(sh + j), mm));
-            vstore(sh + j, p);
-            lv = vadd(lv, p);
-        }
-        if (j < L) {
-            vec p = vexp(vsub(vload_tail(sh + j, L - j), mm));
-            vstore_tail(sh + j, p, L - j);
-            lv = vadd(lv, vload_tail(sh + j, L - j));
-        }
-        vec inv = vset1(1.0f / hsum(lv)); /* the probabilities normalised before they weigh the values */
-        for (j = 0; j + VW <= L; j += VW) vstore(sh + j, vmul(VLOAD(sh + j), inv));
+        for (; j + VW <= L; j += VW) vstore(sh + j, vmul(VLOAD(sh + j), inv));
         if (j < L) vstore_tail(sh + j, vmul(vload_tail(sh + j, L - j), inv), L - j);
     }
     for (int c = 0; c < D; c += 2 * VW) {
@@ -539,24 +545,9 @@ static inline __attribute__((always_inline)) void attend_heads_dot(
     for (int h = 0; h < nh; h++) {
         float *sh = s + (size_t)h * ld;
         bf16 *ph = pb + (size_t)h * ld;
-        vec mv = vset1(-INFINITY);
+        vec inv = vset1(exp_shifted(sh, L));
         int j = 0;
-        for (; j + VW <= L; j += VW) mv = vmax(mv, VLOAD(sh + j));
-        float m = hmax(mv);
-        for (; j < L; j++) m = sh[j] > m ? sh[j] : m;
-        vec mm = vset1(m), lv = VZERO();
-        for (j = 0; j + VW <= L; j += VW) {
-            vec p = vexp(vsub(VLOAD(sh + j), mm));
-            vstore(sh + j, p);
-            lv = vadd(lv, p);
-        }
-        if (j < L) {
-            vec p = vexp(vsub(vload_tail(sh + j, L - j), mm));
-            vstore_tail(sh + j, p, L - j);
-            lv = vadd(lv, vload_tail(sh + j, L - j));
-        }
-        vec inv = vset1(1.0f / hsum(lv));
-        for (j = 0; j + VW <= L; j += VW)
+        for (; j + VW <= L; j += VW)
             _mm256_storeu_si256((__m256i *)(ph + j), (__m256i)_mm512_cvtneps_pbh(vmul(VLOAD(sh + j), inv)));
         if (j < L)
             _mm256_mask_storeu_epi16(ph + j, (__mmask16)((1u << (L - j)) - 1),
