@@ -42,6 +42,9 @@ output rounded once to bf16), else widened to fp32. Rows stay independent. Ms pe
     151936 x 896 oneDNN   19.3  20.9  24.9  27.9  37.8  56.4  96.3
     (the head)   kernel   14.1  13.6  17.3  22.6  35.2  59.7  137.1
 
+The head's 137 ms at 128 rows was mostly page faults of a fresh 78 MB output; :meth:`CpuGemm.logits` writes the
+head's logits already rounded to the model's bf16 (as fp32) into a buffer the engine keeps across passes.
+
 The same library holds the **attention for the queries that need logits** (:meth:`CpuGemm.attention`: a
 decode token, a verify pass's drafts; the runner sends a prompt chunk's other queries to SDPA). The keys the
 call's queries may see are copied once per KV head into fp32, transposed, so a query's scores are vector lanes
@@ -56,6 +59,12 @@ end of 1,100 cached keys, same AMD EPYC (``benchmarks/cpu_attention.py``):
     SDPA, one masked call        0.089  0.387  1.335  2.194  4.372
     SDPA, one call per query     0.095  0.771  2.613  5.198  10.165
     this kernel                  0.077  0.235  0.733  1.381  2.685
+    this kernel on VDPBF16PS     0.054  0.145  0.413  0.759  1.454
+
+The last row (``foretell_attention_bf16dot_rows``, bf16 with AVX512-BF16, head sizes that are a multiple of 32)
+multiplies bf16 pairs natively: of dimensions for the scores, of keys at even cache positions for the values
+(a key range that splits a pair adds that key alone), with the probabilities rounded to bf16 before they weigh
+the values, as FlashAttention does; queries stay independent.
 
 Example::
 
