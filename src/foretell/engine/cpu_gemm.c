@@ -507,7 +507,7 @@ DEFINE_ATTENTION(foretell_attention_bf16_rows, bf16, widen1, bload, bload_tail, 
  * multiple of 32): twice the products per instruction of the widened fp32 FMAs above.
  * Scores: lane = key, each lane sums q[2e] k[2e] + q[2e+1] k[2e+1] over the head's dimension pairs e (the keys
  * copied once per call as pairs of dimensions, transposed), then times scale; softmax in fp32 as above; the
- * probabilities rounded to bf16 (as the library's bf16 attention rounds them before its second product).
+ * probabilities rounded to bf16 before the second product (as FlashAttention rounds P).
  * Values: lane = dimension, each lane sums p[j] v[j] + p[j+1] v[j+1] over the pairs (j, j+1) of keys at even
  * positions of the cache (the values copied once per call as such pairs); a query's key range that starts or
  * ends between two keys of a pair adds that key alone, with one fp32 FMA. So a query's result depends only on
@@ -516,6 +516,16 @@ typedef unsigned int u32;
 static inline u32 load_u32(const void *p) { u32 u; __builtin_memcpy(&u, p, sizeof u); return u; }
 static inline __m512bh pair1(const void *p) { return (__m512bh)_mm512_set1_epi32((int)load_u32(p)); }
 static inline vec vwiden1(bf16 h) { return vset1(widen1(h)); }
+/* a[h] += p_h[r] v[0, 2 VW) for each head: one key of a range that splits its pair, in fp32 */
+static inline __attribute__((always_inline)) void add_key(vec a[HB][2], const bf16 *v, const bf16 *pb, int ld,
+                                                          int r, const int nh) {
+    vec v0 = bload(v), v1 = bload(v + VW);
+    for (int h = 0; h < nh; h++) {
+        vec p = vwiden1(pb[(size_t)h * ld + r]);
+        a[h][0] = VFMA(p, v0, a[h][0]);
+        a[h][1] = VFMA(p, v1, a[h][1]);
+    }
+}
 
 static inline __attribute__((always_inline)) void attend_heads_dot(
         const bf16 *const *qh, const u32 *kp, int ld, const bf16 *v, const u32 *vp, int odd, float *const *oh,
@@ -557,15 +567,8 @@ static inline __attribute__((always_inline)) void attend_heads_dot(
         vec a[HB][2];
         for (int h = 0; h < nh; h++) a[h][0] = a[h][1] = VZERO();
         int r = 0;
-        if (odd) { /* the first key alone: its pair's other key is outside the range */
-            vec v0 = bload(v + c), v1 = bload(v + c + VW);
-            for (int h = 0; h < nh; h++) {
-                vec p = vwiden1(pb[(size_t)h * ld]);
-                a[h][0] = VFMA(p, v0, a[h][0]);
-                a[h][1] = VFMA(p, v1, a[h][1]);
-            }
-            r = 1;
-        }
+        if (odd) /* the first key alone: its pair's other key is outside the range */
+            add_key(a, v + c, pb, ld, r++, nh);
         for (const u32 *row = vp + c; r + 1 < L; r += 2, row += D) {
             __m512bh v0 = (__m512bh)_mm512_loadu_si512(row), v1 = (__m512bh)_mm512_loadu_si512(row + VW);
             for (int h = 0; h < nh; h++) {
@@ -574,14 +577,8 @@ static inline __attribute__((always_inline)) void attend_heads_dot(
                 a[h][1] = _mm512_dpbf16_ps(a[h][1], v1, p);
             }
         }
-        if (r < L) { /* the last key alone */
-            vec v0 = bload(v + (size_t)r * D + c), v1 = bload(v + (size_t)r * D + c + VW);
-            for (int h = 0; h < nh; h++) {
-                vec p = vwiden1(pb[(size_t)h * ld + r]);
-                a[h][0] = VFMA(p, v0, a[h][0]);
-                a[h][1] = VFMA(p, v1, a[h][1]);
-            }
-        }
+        if (r < L) /* the last key alone */
+            add_key(a, v + (size_t)r * D + c, pb, ld, r, nh);
         for (int h = 0; h < nh; h++) {
             vstore(oh[h] + c, a[h][0]);
             vstore(oh[h] + c + VW, a[h][1]);
