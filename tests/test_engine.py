@@ -11,7 +11,9 @@ import torch
 
 from foretell.config import ConfigError, EngineConfig, SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest, QueueFullError, RequestTooLongError
+from foretell.engine.kv_cache import SeqKV
 from foretell.engine.llm_engine import LLMEngine
+from foretell.engine.runner import ModelRunner, Segment
 from foretell.testing import make_tiny_model, make_tiny_tokenizer
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -532,3 +534,66 @@ def test_row_dispatch_on_a_bf16_model_runs_foretells_kernel_on_the_same_weights(
     out = run(make_engine(model, tokenizer, k_max=0), [request(ids[0].tolist(), 12, request_id="a")])["a"]
     assert len(out) == 12 or out[-1] == eos
     assert row_dispatch_cpu_linears(make_tiny_model(seed=8, dtype=torch.float16), own_gemm=True) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_heads_logits_go_into_one_kept_buffer_with_the_heads_own_values(dtype):
+    """Outside exact mode, a CPU output head with two kernels (:class:`RowDispatchLinear`, the default where
+    foretell's kernel builds) writes the logits of the engine's passes (``reuse_logits``) into a buffer kept across
+    passes: every pass's logits are a fresh pass's bit for bit (each kernel forced; fp32 weights that are exactly
+    bf16, as the packaged models', and bf16), reusing passes share one buffer, a pass that does not reuse gets
+    memory of its own, and the model's state keeps its keys."""
+    from foretell.engine import cpu_gemm
+    from foretell.engine.runner import RowDispatchLinear, row_dispatch_cpu_linears
+
+    if cpu_gemm.load() is None:
+        pytest.skip("foretell's CPU GEMM cannot be built here")
+    model = make_tiny_model(seed=9, dtype=dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.bfloat16().to(dtype))
+    assert row_dispatch_cpu_linears(model, own_gemm=True) is not None
+    keys = set(model.state_dict())
+    runner = ModelRunner(model)
+    head = model.get_output_embeddings()
+    assert isinstance(head, RowDispatchLinear) and set(model.state_dict()) == keys
+    rng = random.Random(2)
+    prompt = [rng.randrange(runner.vocab_size) for _ in range(20)]
+    follow = [rng.randrange(runner.vocab_size) for _ in range(40)]
+    kv = SeqKV(runner.kv_shape, 64, 4096)
+    runner.forward([Segment(kv, prompt[:-1], num_logits=0)])
+    kv.length = len(prompt) - 1
+    for force in (True, False):
+        head.plan.force = force
+        pointers = set()
+        for k in (39, 6, 0, 2):  # the largest first: the buffer grows to it once
+            segment = [prompt[-1]] + follow[:k]
+            fresh = runner.forward([Segment(kv, segment, num_logits=k + 1)])[0]
+            kept = runner.forward([Segment(kv, segment, num_logits=k + 1)], reuse_logits=True)[0]
+            assert kept.dtype == torch.float32 and torch.equal(kept, fresh)
+            assert fresh.data_ptr() not in pointers
+            pointers.add(kept.data_ptr())
+        assert len(pointers) == 1  # one buffer for every reusing pass
+    head.plan.force = None
+    assert not head.keep_logits  # set for the engine's passes only
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_logits_runs_the_layers_gemm_into_the_buffer(dtype, bias):
+    """``linear_logits`` gives ``layer(x).float()`` bit for bit, into the caller's float32 buffer, for row counts
+    from a GEMV to a long pass; a layer it cannot run itself is called and copied in."""
+    from foretell.engine.runner import _Scratch, linear_logits
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(96, 300, bias=bias).to(dtype)
+    out, scratch = torch.empty(128 * 300), _Scratch()
+    for rows in (1, 2, 5, 33, 128):
+        x = torch.randn(rows, 96).to(dtype)
+        with torch.no_grad():
+            y = linear_logits(layer, x, out, scratch)
+            assert y.data_ptr() == out.data_ptr() and torch.equal(y, layer(x).float())
+    other = torch.nn.Sequential(layer)  # not a plain Linear: called, then copied
+    x = torch.randn(3, 96).to(dtype)
+    with torch.no_grad():
+        assert torch.equal(linear_logits(other, x, out, scratch), layer(x).float())

@@ -409,18 +409,23 @@ class RowDispatchLinear(torch.nn.Module):
                  narrowed: torch.Tensor | None = None, keep_dense: bool = False):
         super().__init__()
         self.dense: torch.nn.Module = linear
+        self.kernel_args: tuple[CpuGemm, torch.Tensor, torch.Tensor | None] | None = None  # foretell's kernel's
         if gemm is not None and narrowed is not None:  # foretell's kernel reads the bf16 copy (half the bytes);
             # MKL the fp32 weight (keep_dense) or the bf16 one widened per call
             self.dense = linear if keep_dense else _WidenedLinear(narrowed, linear.bias)
-            self.packed = functools.partial(gemm.linear, weight=narrowed, bias=linear.bias)
+            self.kernel_args = (gemm, narrowed, linear.bias)
         elif gemm is not None:  # foretell's kernel on the dense weight: no second copy
-            self.packed = functools.partial(gemm.linear, weight=linear.weight, bias=linear.bias)
+            self.kernel_args = (gemm, linear.weight, linear.bias)
+        if self.kernel_args is not None:
+            self.packed = functools.partial(gemm.linear, weight=self.kernel_args[1], bias=linear.bias)
         else:
             from torch.utils.mkldnn import MkldnnLinear
 
             self.packed = MkldnnLinear(linear, torch.float32)
         self.plan = plan
         self.shape: Shape = (linear.in_features, linear.out_features)
+        self.keep_logits = False  # an output head: float32 logits into kept buffers (see logits)
+        self._kept: tuple[_Scratch, _Scratch] | None = None
 
     @property
     def weight(self) -> torch.Tensor:
@@ -428,7 +433,31 @@ class RowDispatchLinear(torch.nn.Module):
         return self.dense.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kernel = self.packed if self.plan.packed(x.numel() // x.shape[-1], self.shape) else self.dense
+        rows = x.numel() // x.shape[-1]
+        if self.keep_logits and rows * self.shape[1] * 4 <= HEAD_BUFFER_BYTES:
+            if self._kept is None:
+                self._kept = (_Scratch(), _Scratch())
+            out, scratch = self._kept
+            return self.logits(x.reshape(rows, x.shape[-1]), out(rows * self.shape[1], torch.float32),
+                               scratch).view(*x.shape[:-1], self.shape[1])
+        kernel = self.packed if self.plan.packed(rows, self.shape) else self.dense
+        return self._timed(kernel, x)
+
+    def logits(self, x: torch.Tensor, out: torch.Tensor, scratch: _Scratch) -> torch.Tensor:
+        """``forward(x).float()`` for a 2-D ``x``, bit for bit, written into the float32 buffer ``out``; the kernel
+        is the one ``forward`` would take. An output head does this while ``keep_logits`` is set (by the runner,
+        for passes whose caller takes the logits before the next pass: the engine's step): its logits then live
+        in buffers kept across passes, float32 and, for the library's bf16 GEMM, bf16 (``scratch``). Otherwise a
+        long verify pass gets a fresh bf16 result and a fresh float32 copy, which glibc maps anew above 32 MB and
+        whose pages fault in on every pass: 128 rows of a 152k vocabulary are 39 + 78 MB."""
+        if not self.plan.packed(x.shape[0], self.shape):
+            return self._timed(functools.partial(linear_logits, self.dense, out=out, scratch=scratch), x)
+        if self.kernel_args is None:
+            return self._timed(functools.partial(linear_logits, self.packed, out=out, scratch=scratch), x)
+        gemm, weight, bias = self.kernel_args
+        return self._timed(functools.partial(gemm.logits, weight=weight, bias=bias, out=out), x)
+
+    def _timed(self, kernel, x: torch.Tensor) -> torch.Tensor:
         timings = self.plan.timings
         if timings is None:
             return kernel(x)
@@ -436,6 +465,40 @@ class RowDispatchLinear(torch.nn.Module):
         y = kernel(x)
         timings[self.shape] = timings.get(self.shape, 0.0) + time.perf_counter() - start
         return y
+
+
+HEAD_BUFFER_BYTES = 256 << 20  # an output head keeps a logits buffer up to this size (RowDispatchLinear, ExactKernelLinear)
+
+
+class _Scratch:
+    """Buffers kept across calls, one per dtype, grown to the largest size asked for."""
+
+    def __init__(self):
+        self._buffers: dict[torch.dtype, torch.Tensor] = {}
+
+    def __call__(self, size: int, dtype: torch.dtype) -> torch.Tensor:
+        buffer = self._buffers.get(dtype)
+        if buffer is None or buffer.numel() < size:
+            buffer = self._buffers[dtype] = torch.empty(size, dtype=dtype)
+        return buffer[:size]
+
+
+def linear_logits(layer: torch.nn.Module, x: torch.Tensor, out: torch.Tensor, scratch: _Scratch) -> torch.Tensor:
+    """``layer(x).float()`` for a 2-D ``x``, bit for bit, as a view of the float32 buffer ``out``. A plain fp32 or
+    bf16 ``nn.Linear`` runs the GEMM that ``F.linear`` runs (``mm``/``addmm``) into ``out`` (bf16: into a kept bf16
+    buffer, then widened into ``out``), so neither result is a fresh allocation; other layers are called and
+    their result copied in."""
+    if type(layer) is not torch.nn.Linear or layer.weight.dtype != x.dtype or x.dtype not in (torch.float32, torch.bfloat16):
+        result = layer(x)
+        return out[: result.numel()].view(result.shape).copy_(result)
+    weight = layer.weight
+    y = out[: x.shape[0] * weight.shape[0]].view(x.shape[0], weight.shape[0])
+    target = y if x.dtype == torch.float32 else scratch(y.numel(), x.dtype).view(y.shape)
+    if layer.bias is None:
+        torch.mm(x, weight.t(), out=target)
+    else:
+        torch.addmm(layer.bias, x, weight.t(), out=target)
+    return y if target is y else y.copy_(target)
 
 
 def row_dispatch_cpu_linears(model, own_gemm: bool = False, lean: bool = False) -> KernelPlan | None:
@@ -494,9 +557,6 @@ def _bf16_dispatch(model, gemm: CpuGemm) -> KernelPlan:
 
 class ExactModeUnavailable(RuntimeError):
     """This machine's GEMM kernels give a row a result that depends on the other rows of the pass."""
-
-
-HEAD_BUFFER_BYTES = 256 << 20  # exact mode's output head keeps a logits buffer up to this size (ExactKernelLinear)
 
 
 @dataclass
@@ -828,6 +888,8 @@ class ModelRunner:
         self.exact = exact
         self.attention_kernel = cpu_attention_kernel(self.kv_shape) if cpu_attention else None
         self._exact_rows: ExactRows | None = None  # exact mode on foretell's kernel: this pass's row split
+        head = model.get_output_embeddings()  # outside exact mode, a CPU head with two kernels keeps its logits
+        self._kept_head = head if isinstance(head, RowDispatchLinear) and not exact else None
         if exact:
             self._exact_rows = exact_kernel_linears(self.model)
             if self._exact_rows is None:
@@ -860,7 +922,7 @@ class ModelRunner:
         """Run all segments in one pass; returns per segment float32 logits ``[num_logits, vocab]`` and
         advances nothing: the caller sets ``kv.length`` to what verification accepted. ``reuse_logits``: the
         caller is done with these logits before its next pass, so they may live in a buffer that pass reuses
-        (exact mode's output head), which spares a long pass the page faults of a fresh one."""
+        (the output head's, on a CPU), which spares a long pass the page faults of a fresh one."""
         for seg in segments:
             seg.kv.ensure(seg.kv.length + len(seg.tokens))
         batch = _PackedBatch(segments, self.exact, self.attention_kernel)
@@ -871,6 +933,8 @@ class ModelRunner:
             keep = [batch.total - 1]
         if self._exact_rows is not None:
             self._exact_rows.fill(segments, reuse_logits)
+        if self._kept_head is not None:
+            self._kept_head.keep_logits = reuse_logits
         try:
             with attention_backends(self.device):
                 out = self.model(
@@ -883,6 +947,8 @@ class ModelRunner:
         finally:
             if self._exact_rows is not None:
                 self._exact_rows.clear()
+            if self._kept_head is not None:
+                self._kept_head.keep_logits = False
         logits = out.logits[0].float()
         result, row = [], 0
         for s in segments:
