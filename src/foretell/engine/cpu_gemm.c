@@ -206,7 +206,7 @@ DEFINE_TILE(tile_dot, bf16, bf16, __m512bh, 32, bhload, bhload_tail, bhload, bhl
 DEFINE_LINEAR(foretell_linear_bf16dot, bf16, bf16, tile_dot)
 #endif
 
-/* ---- attention for the queries that need logits (a decode token, a verify pass's drafts) ----
+/* ---- attention for a sequence's queries (a prompt chunk, a decode token, a verify pass's drafts) ----
  * out[h, t, :] = softmax_j(scale * q[h, t, :] . k[g, j, :]) v[g, j, :] over keys first[t] <= j < end[t], where
  * g = h / (H / G) is the query head's KV head (grouped-query attention). q (H, T, D) and out (H, T, D) are
  * contiguous; k and v are a sequence's cache buffers (G, cap, D), kv_stride = cap * D. Each (head, query) is

@@ -72,10 +72,12 @@ class Segment:
 class _PackedBatch:
     """Passed to the attention function through the model's kwargs for one forward pass."""
 
-    def __init__(self, segments: list[Segment], exact: bool = False, kernel: CpuGemm | None = None):
+    def __init__(self, segments: list[Segment], exact: bool = False, kernel: CpuGemm | None = None,
+                 kernel_chunks: bool = True):
         self.segments = segments
         self.exact = exact
-        self.kernel = kernel  # foretell's CPU attention for the rows that need logits (None: SDPA)
+        self.kernel = kernel  # foretell's CPU attention for the queries that need logits (None: SDPA)
+        self.kernel_chunks = kernel is not None and kernel_chunks  # and for a prompt chunk's queries
         self.starts = [s.kv.length for s in segments]
         offsets, off = [], 0
         for s in segments:
@@ -96,12 +98,12 @@ class _PackedBatch:
                 self._masks[key] = _tree_mask(self.starts[i], len(seg.tokens), seg.parents, window, device)
         return self._masks[key]
 
-    def logit_keys(self, i: int, window: int | None) -> tuple[list[int], list[int]]:
-        """(first, end) key of each query of segment i that needs logits: it sees keys [first, end)."""
-        key = (i, window, "logits")
+    def query_keys(self, i: int, window: int | None, count: int) -> tuple[list[int], list[int]]:
+        """(first, end) key of each of the last ``count`` queries of chain segment i: it sees keys [first, end)."""
+        key = (i, window, "keys", count)
         if key not in self._masks:
             seg, start = self.segments[i], self.starts[i]
-            ends = list(range(start + len(seg.tokens) - seg.num_logits + 1, start + len(seg.tokens) + 1))
+            ends = list(range(start + len(seg.tokens) - count + 1, start + len(seg.tokens) + 1))
             self._masks[key] = ([0 if not window else max(0, end - window) for end in ends], ends)
         return self._masks[key]
 
@@ -219,27 +221,30 @@ def _attend(query, key, value, mask: torch.Tensor | None, scaling) -> torch.Tens
 
 def _chain_attention(batch: _PackedBatch, i: int, query, keys, values, window, scaling) -> list[torch.Tensor]:
     """Attention of chain segment i (``query`` [1, H, n, D], its cache ``keys``/``values`` [Hkv, cap, D] with the
-    new tokens written): the queries before those that need logits (a prompt chunk) attend together through
-    SDPA; each query that needs logits (a decode token, a draft) attends over the keys it may see in a
-    computation that does not depend on what else is in the pass: foretell's CPU attention (one call for them
-    all, each query computed alone in a fixed order), else, in exact mode, one SDPA call per query, exactly as
-    in a one-token decode step (SDPA blocks and reduces differently for different numbers of queries and with
-    a mask). Exact mode relies on this; the default mode uses the kernel because it is faster than SDPA.
-    A chunk's result depends only on its bounds, which the exact-mode scheduler fixes (chunks never cross a
-    multiple of the prefill chunk size)."""
+    new tokens written), each query over the keys it may see in a computation that does not depend on what else
+    is in the pass. With foretell's CPU attention for chunks too (``kernel_chunks``), every query of the segment
+    in one call (each computed alone, in a fixed order): it attends a prompt chunk 2.6-3.9x faster than SDPA
+    with a causal mask (512 queries after 0-3,584 keys, the 0.5B's and the 1.5B's heads, bf16, 2-core AMD EPYC).
+    Otherwise the queries before those that need logits (a prompt chunk) attend together through SDPA, and each
+    query that needs logits (a decode token, a draft) through the kernel (one call for them all), else in exact
+    mode in an SDPA call of its own, exactly as in a one-token decode step (SDPA blocks and reduces differently
+    for different numbers of queries and with a mask); a chunk's result then depends only on its bounds, which
+    the exact-mode scheduler fixes (chunks never cross a multiple of the prefill chunk size). On bf16 with AMX
+    SDPA is the faster (:func:`sdpa_is_faster`): the kernel serves exact mode's logit rows there only."""
     seg, start = batch.segments[i], batch.starts[i]
     n = query.shape[2]
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    if batch.kernel_chunks:
+        firsts, ends = batch.query_keys(i, window, n)
+        return [batch.kernel.attention(query[0], keys, values, firsts, ends, scale)[None]]
     chunk = n - seg.num_logits
     outputs = []
     if chunk > 0:
         first, mask = batch.chunk_mask(i, chunk, window, query.device)
         outputs.append(_attend(query[:, :, :chunk], keys[None, :, first : start + chunk],
                                values[None, :, first : start + chunk], mask, scaling))
-    firsts, ends = batch.logit_keys(i, window)
-    if not ends:
-        return outputs
-    if batch.kernel is not None:
-        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    firsts, ends = batch.query_keys(i, window, seg.num_logits)
+    if batch.kernel is not None and ends:
         outputs.append(batch.kernel.attention(query[0, :, chunk:], keys, values, firsts, ends, scale)[None])
         return outputs
     for j, (first, end) in enumerate(zip(firsts, ends), start=chunk):
@@ -467,7 +472,7 @@ class RowDispatchLinear(torch.nn.Module):
         return y
 
 
-HEAD_BUFFER_BYTES = 256 << 20  # an output head keeps a logits buffer up to this size (RowDispatchLinear, ExactKernelLinear)
+HEAD_BUFFER_BYTES = 256 << 20  # the most an output head keeps as a logits buffer (RowDispatchLinear, ExactKernelLinear)
 
 
 class _Scratch:
@@ -488,7 +493,8 @@ def linear_logits(layer: torch.nn.Module, x: torch.Tensor, out: torch.Tensor, sc
     bf16 ``nn.Linear`` runs the GEMM that ``F.linear`` runs (``mm``/``addmm``) into ``out`` (bf16: into a kept bf16
     buffer, then widened into ``out``), so neither result is a fresh allocation; other layers are called and
     their result copied in."""
-    if type(layer) is not torch.nn.Linear or layer.weight.dtype != x.dtype or x.dtype not in (torch.float32, torch.bfloat16):
+    own = type(layer) is torch.nn.Linear and layer.weight.dtype == x.dtype in (torch.float32, torch.bfloat16)
+    if not own:
         result = layer(x)
         return out[: result.numel()].view(result.shape).copy_(result)
     weight = layer.weight
@@ -860,6 +866,19 @@ def cpu_attention_kernel(shape: KVShape) -> CpuGemm | None:
     return gemm if gemm is not None and gemm.attends(shape.dtype, shape.head_dim) else None
 
 
+def sdpa_is_faster(shape: KVShape) -> bool:
+    """Whether SDPA beats foretell's CPU attention for caches of this shape: bf16 on a CPU with AMX, where
+    PyTorch's FlashAttention runs on AMX tiles. On the lent GPU machine's host CPU (an Intel Xeon with AMX,
+    torch 2.11, 2 threads; ``benchmarks/results/gpu-2026-11-26-h100``), ms per layer call, SDPA against the
+    kernel: a 512-token prompt chunk after 1,536 keys 10.8 against 23.2 (the 0.5B's heads) and 8.9 against
+    35.9 (the 1.5B's); 128 verify queries after 4,000 keys 6.6 against 14.7 and 5.6 against 23.8; one query
+    even (0.27/0.25) or SDPA ahead (0.31/0.48). Elsewhere (AMD EPYC Zen 4 with AVX512-BF16, a Xeon without
+    AMX, fp32) the kernel was faster at every size measured."""
+    from foretell.models.loader import cpu_has_amx
+
+    return shape.device.type == "cpu" and shape.dtype == torch.bfloat16 and cpu_has_amx()
+
+
 class ModelRunner:
     """Runs packed forward passes of a transformers causal LM over per-sequence KV buffers.
 
@@ -886,7 +905,12 @@ class ModelRunner:
         self.device = self.kv_shape.device
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.exact = exact
-        self.attention_kernel = cpu_attention_kernel(self.kv_shape) if cpu_attention else None
+        # foretell's CPU attention: for the queries that need logits where exact mode needs it or it is faster,
+        # and for a prompt chunk's queries where it is faster (not bf16 on AMX: sdpa_is_faster)
+        kernel = cpu_attention_kernel(self.kv_shape) if cpu_attention else None
+        faster = kernel is not None and not sdpa_is_faster(self.kv_shape)
+        self.attention_kernel = kernel if faster or exact else None
+        self.chunk_attention_kernel = kernel if faster else None
         self._exact_rows: ExactRows | None = None  # exact mode on foretell's kernel: this pass's row split
         head = model.get_output_embeddings()  # outside exact mode, a CPU head with two kernels keeps its logits
         self._kept_head = head if isinstance(head, RowDispatchLinear) and not exact else None
@@ -925,7 +949,7 @@ class ModelRunner:
         (the output head's, on a CPU), which spares a long pass the page faults of a fresh one."""
         for seg in segments:
             seg.kv.ensure(seg.kv.length + len(seg.tokens))
-        batch = _PackedBatch(segments, self.exact, self.attention_kernel)
+        batch = _PackedBatch(segments, self.exact, self.attention_kernel, self.chunk_attention_kernel is not None)
         ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
         positions = torch.tensor([p for s in segments for p in s.positions()], device=self.device)[None]
         keep = [off + len(s.tokens) - s.num_logits + j for s, off in zip(segments, batch.offsets) for j in range(s.num_logits)]
