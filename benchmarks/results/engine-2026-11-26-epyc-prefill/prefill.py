@@ -1,14 +1,15 @@
-import sys, time, torch
+import os, sys, time, torch
 from foretell.config import EngineConfig
 from foretell.engine.llm_engine import LLMEngine
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import Segment
 exact = sys.argv[1] == "exact"
-e = LLMEngine.from_config(EngineConfig(exact=exact, prefix_cache=False))[0]
+import os
+e = LLMEngine.from_config(EngineConfig(model=os.environ.get("MODEL"), exact=exact, prefix_cache=False))[0]
 r = e.runner
 g = torch.Generator().manual_seed(0)
-for n in (512, 2048):
-    best = 9
+for n in tuple(int(x) for x in os.environ.get("SIZES", "512,2048").split(",")):
+    best = float("inf")
     for _ in range(3):
         kv = SeqKV(r.kv_shape, n + 8, n + 8)
         toks = torch.randint(0, 10000, (n,), generator=g).tolist()
