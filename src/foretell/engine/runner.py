@@ -628,7 +628,7 @@ class ExactKernelLinear(torch.nn.Module):
         self.gemm = gemm
         self.rows = rows
         self.out_features = linear.out_features
-        self._head_out: torch.Tensor | None = None  # the head's logits buffer, reused pass after pass
+        self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
 
     @property
     def weight(self) -> torch.Tensor:
@@ -645,9 +645,8 @@ class ExactKernelLinear(torch.nn.Module):
             size = x.numel() // x.shape[-1] * self.out_features
             if not self.rows.reuse_logits or size * 4 > HEAD_BUFFER_BYTES:
                 return self.gemm.logits(x, self.kernel_weight, self.kernel_bias)
-            if self._head_out is None or self._head_out.numel() < size:
-                self._head_out = torch.empty(size, dtype=torch.float32)
-            return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, out=self._head_out)
+            out = self._head_out(size, torch.float32)
+            return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, out=out)
         return self.kernel(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
