@@ -132,6 +132,28 @@ def test_logits_are_the_layers_values_as_float32_from_one_write(bf16_route):
         bf16_route.logits(x, w, out=torch.empty(17 * n))
 
 
+@pytest.mark.parametrize("route", ["fp32", "bf16 weights", "bf16"])
+def test_an_output_has_the_same_bits_in_a_full_tile_as_summed_alone(gemm, route):
+    """A full tile (4 weight rows x 4 input rows) sums its 16 accumulators side by side on transposed vectors;
+    a weight row alone (N = 1) takes one horizontal sum each. Both are the same tree of additions, so the same
+    bits: with and without bias, logits rounded to bf16 in the kernel, 1 to 9 input rows, K with a tail."""
+    gen = torch.Generator().manual_seed(11)
+    k = 200  # not a multiple of 16 or 32
+    w, b = torch.randn(8, k, generator=gen), torch.randn(8, generator=gen) * 3
+    x = torch.randn(9, k, generator=gen)
+    if route != "fp32":
+        w = w.bfloat16()
+    if route == "bf16":
+        x = x.bfloat16()
+    for rows in (1, 3, 4, 9):
+        for bias in (None, b):
+            for rounded in (False, True):  # the kernel's fp32 sums, and rounded to bf16 as a bf16 head's logits
+                tile = gemm._run(x[:rows], w, bias, None, rounded)
+                for i in range(8):
+                    alone = gemm._run(x[:rows], w[i:i + 1], None if bias is None else bias[i:i + 1], None, rounded)
+                    assert torch.equal(tile[:, i:i + 1], alone), (rows, i, bias is None, rounded)
+
+
 def test_exact_bf16_narrows_only_weights_that_are_exactly_bf16():
     w = torch.randn(6, 10).bfloat16().float()
     narrow = cpu_gemm.exact_bf16(w)

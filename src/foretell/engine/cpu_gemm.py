@@ -45,6 +45,16 @@ output rounded once to bf16), else widened to fp32. Rows stay independent. Ms pe
 The head's 137 ms at 128 rows was mostly page faults of a fresh 78 MB output; :meth:`CpuGemm.logits` writes the
 head's logits already rounded to the model's bf16 (as fp32) into a buffer the engine keeps across passes.
 
+Since 2026-11-26 each thread prefetches its next group of weight rows into L2, a share before each tile of input
+rows, and a full tile's 16 sums are taken side by side on transposed vectors (the same tree of additions as
+one horizontal sum each, so the same bits). Cold weights (24 matrices in turn, as a pass meets them), bf16,
+same AMD EPYC, ms per call, before -> after (``benchmarks/results/engine-2026-11-26-epyc-prefetch``):
+
+    rows                    1            16            93            128
+    4864 x 896          0.40 -> 0.38  0.79 -> 0.63  2.71 -> 2.26  3.53 -> 3.18
+    896 x 4864          0.30 -> 0.30  0.64 -> 0.62  2.34 -> 2.32  3.15 -> 2.98
+    151936 x 896        11.8 -> 9.6   22.6 -> 17.1  81.5 -> 69.4  107 -> 96
+
 The same library holds the **attention** (:meth:`CpuGemm.attention`: a decode token, a verify pass's drafts,
 and since 2026-11-26 a prompt chunk's queries too, 2.6-3.9x faster than SDPA with a causal mask for 512 of
 them after 0-3,584 keys, the 0.5B's and the 1.5B's heads, bf16: a 2,048-token prefill of the 0.5B ~19% faster

@@ -1,0 +1,24 @@
+import torch, time, ctypes, sys
+from pathlib import Path
+from foretell.engine import cpu_gemm
+libs = sys.argv[1:]
+gs = [cpu_gemm.CpuGemm(ctypes.CDLL(l), Path(l)) for l in libs]
+torch.manual_seed(0)
+shapes = ((4864, 896), (896, 4864), (151936, 896))
+W = {s: [torch.randn(*s).bfloat16() for _ in range(24 if s[0] < 100000 else 2)] for s in shapes}
+out = torch.empty(128 * 151936)
+res = {}
+for rep in range(4):
+    for gi, g in enumerate(gs):
+        for s in shapes:
+            for m in (1, 16, 93, 128):
+                x = torch.randn(m, s[1]).to(getattr(torch, __import__("os").environ.get("XDT", "bfloat16")))
+                t = time.perf_counter()
+                for w in W[s]: g._run(x, w, None, out, False)
+                res.setdefault((gi, s, m), []).append((time.perf_counter() - t) / len(W[s]))
+for s in shapes:
+    for m in (1, 16, 93, 128):
+        print(s, m, " ".join(f"{Path(libs[gi]).stem}:{min(res[(gi, s, m)])*1e3:.2f}" for gi in range(len(gs))), " GF/s", " ".join(f"{2*s[0]*s[1]*m/min(res[(gi, s, m)])/1e9:.0f}" for gi in range(len(gs))))
+x = torch.randn(37, 896).to(getattr(torch, __import__("os").environ.get("XDT", "bfloat16")))
+r = [g._run(x, W[(4864, 896)][0], None, None, False) for g in gs]
+print("identical:", [torch.equal(r[0], q) for q in r])
