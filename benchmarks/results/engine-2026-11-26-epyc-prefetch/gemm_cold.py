@@ -10,16 +10,17 @@ shapes = tuple(tuple(int(v) for v in s.split("x")) for s in __import__("os").env
 W = {s: [torch.randn(*s).bfloat16() for _ in range(24 if s[0] < 100000 else 2)] for s in shapes}
 out = torch.empty(128 * 151936)
 res = {}
-for rep in range(4):
+MS = tuple(int(v) for v in __import__("os").environ.get("MS", "1,16,93,128").split(","))
+for rep in range(int(__import__("os").environ.get("REPS", "4"))):
     for gi, g in enumerate(gs):
         for s in shapes:
-            for m in (1, 16, 93, 128):
+            for m in MS:
                 x = torch.randn(m, s[1]).to(getattr(torch, __import__("os").environ.get("XDT", "bfloat16")))
                 t = time.perf_counter()
                 for w in W[s]: g._run(x, w, None, out, False)
                 res.setdefault((gi, s, m), []).append((time.perf_counter() - t) / len(W[s]))
 for s in shapes:
-    for m in (1, 16, 93, 128):
+    for m in MS:
         print(s, m, " ".join(f"{Path(libs[gi]).stem}:{min(res[(gi, s, m)])*1e3:.2f}" for gi in range(len(gs))), " GF/s", " ".join(f"{2*s[0]*s[1]*m/min(res[(gi, s, m)])/1e9:.0f}" for gi in range(len(gs))))
 x = torch.randn(37, shapes[0][1]).to(getattr(torch, __import__("os").environ.get("XDT", "bfloat16")))
 r = [g._run(x, W[shapes[0]][0], None, None, False) for g in gs]  # the libraries agree bit for bit
