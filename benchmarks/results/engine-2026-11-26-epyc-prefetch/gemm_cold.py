@@ -1,5 +1,5 @@
 """ms per call of foretell's GEMM from each library given, cold weights (24 matrices of a shape in turn, 2 for the head),
-min of 4 rounds. python gemm_cold.py OLD.so NEW.so; SHAPES=8960x1536,... (out x in), XDT=float32 for fp32 inputs."""
+min of REPS rounds (4). python gemm_cold.py OLD.so NEW.so; SHAPES=8960x1536,... (out x in), MS=1,16 (rows), XDT=float32 for fp32 inputs."""
 import torch, time, ctypes, sys
 from pathlib import Path
 from foretell.engine import cpu_gemm
