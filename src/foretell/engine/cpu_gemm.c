@@ -86,7 +86,7 @@ static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v); }
 /* The sums of a tile's 16 accumulators a[4 i + j] (weight row i, input row j) into y[j N + i] (+ b[i]; rnd as in
  * round_bf16), rows j < mb. Each sum is hsum's tree of additions (lanes l + l+8, then + l+4, + l+2, + l+1), so the
  * same bits, but the 16 trees run side by side on transposed vectors: 15 additions and 30 shuffles instead of
- * 16 horizontal sums (a tenth of the instructions of a K = 896 tile went to those). */
+ * 16 horizontal sums (~130 instructions, against ~670 loads and products in a K = 896 bf16 tile). */
 static inline void store_sums16(const vec *a, int mb, float *y, const float *b, int N, int rnd) {
     vec s[8], u[4], w[2];
     for (int p = 0; p < 8; p++) /* [a_2p, a_2p+1]: 8 lanes each, l + l+8 */
@@ -152,7 +152,7 @@ static inline __attribute__((always_inline)) void NAME(const XT *x, const WT *w,
             for (int i = 0; i < nb; i++) acc[i][j] = MADD(acc[i][j], wv[i], u);                               \
         }                                                                                                     \
     }                                                                                                         \
-    if (SUMS && SUMS16 && nb == NB) {                                                                                 \
+    if (SUMS && SUMS16 && nb == NB) {                                                                         \
         store_sums16(&acc[0][0], mb, y, b, N, rnd);                                                           \
         return;                                                                                               \
     }                                                                                                         \
@@ -185,8 +185,9 @@ static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int 
 
 /* Prefetch into L2 share `part` of `parts` of the `bytes` at p: a call's next weights, a share before each input
  * tile of the current ones, so that they arrive while those compute instead of stalling the first tile on memory.
- * Cold weights, bf16, 2-core AMD EPYC (Zen 4): the 0.5B's head 11.7 -> 8.9 ms for 1 row, 23.0 -> 14.7 for 16,
- * 109 -> 95 for 128; its 4864 x 896 MLP matrix 0.43 -> 0.35, 0.79 -> 0.55, 3.57 -> 3.13 (tmp: gemm_micro3). */
+ * Cold weights, bf16, 2-core AMD EPYC (Zen 4): the 0.5B's head 12.0 -> 9.6 ms for 1 row, 22.6 -> 17.1 for 16,
+ * 107 -> 97 for 128; its 4864 x 896 MLP matrix 0.45 -> 0.37, 0.78 -> 0.64, 3.54 -> 3.11
+ * (benchmarks/results/engine-2026-11-26-epyc-prefetch). */
 static inline void prefetch_part(const void *p, size_t bytes, int part, int parts) {
     size_t share = (bytes / parts + 63) / 64 * 64, o = (size_t)part * share, end = o + share < bytes ? o + share : bytes;
     if (share > PREFETCH_SHARE_MAX) return; /* one burst of more slowed a row through long weight rows */
