@@ -430,7 +430,7 @@ class RowDispatchLinear(torch.nn.Module):
         self.plan = plan
         self.shape: Shape = (linear.in_features, linear.out_features)
         self.keep_logits = False  # an output head: float32 logits into kept buffers (see logits)
-        self._kept: tuple[_Scratch, _Scratch] | None = None
+        self._kept = (_Scratch(), _Scratch())  # the float32 logits and the library's bf16 result (empty until used)
 
     @property
     def weight(self) -> torch.Tensor:
@@ -440,8 +440,6 @@ class RowDispatchLinear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
         if self.keep_logits and rows * self.shape[1] * 4 <= HEAD_BUFFER_BYTES:
-            if self._kept is None:
-                self._kept = (_Scratch(), _Scratch())
             out, scratch = self._kept
             return self.logits(x.reshape(rows, x.shape[-1]), out(rows * self.shape[1], torch.float32),
                                scratch).view(*x.shape[:-1], self.shape[1])
