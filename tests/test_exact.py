@@ -278,9 +278,9 @@ def test_exact_mode_is_on_by_default_only_where_a_cpu_runs_foretells_kernels(mon
 
 
 def test_from_config_runs_exact_by_default_and_falls_back_only_when_not_asked(tmp_path, monkeypatch, caplog):
-    """Left to the engine, exact mode is on here (on the CPU, with the kernels; a GPU beside it is not used); where the start-up probe finds rows
-    that depend on each other, a server that was not asked for exact mode starts without it (a warning), and
-    one that was asked refuses to start."""
+    """Left to the engine, exact mode is on here (on the CPU, with the kernels; a GPU beside it is not used);
+    where the start-up probe finds rows that depend on each other, a server that was not asked for exact mode
+    starts without it (a warning), and one that was asked refuses to start."""
     from foretell.engine import llm_engine
     from foretell.engine import runner as runner_module
     from foretell.testing import save_tiny_model_dir
@@ -289,9 +289,13 @@ def test_from_config_runs_exact_by_default_and_falls_back_only_when_not_asked(tm
         pytest.skip("foretell's CPU kernel does not build here")
     monkeypatch.setattr(llm_engine, "exact_by_default", lambda device, dtype: True)  # AMX or not
     path = str(save_tiny_model_dir(tmp_path / "tiny"))
-    engine, _ = LLMEngine.from_config(EngineConfig(model=path, device="cpu", dtype="float32", measure_cost_curve=False))
+
+    def cpu_config(**kwargs):
+        return EngineConfig(model=path, device="cpu", dtype="float32", measure_cost_curve=False, **kwargs)
+
+    engine, _ = LLMEngine.from_config(cpu_config())
     assert engine.runner.exact and engine.runner.exact_kernel
-    off, _ = LLMEngine.from_config(EngineConfig(model=path, device="cpu", dtype="float32", measure_cost_curve=False, exact=False))
+    off, _ = LLMEngine.from_config(cpu_config(exact=False))
     assert not off.runner.exact
 
     def unavailable(*args, **kwargs):
@@ -299,11 +303,11 @@ def test_from_config_runs_exact_by_default_and_falls_back_only_when_not_asked(tm
 
     monkeypatch.setattr(runner_module, "check_row_invariance", unavailable)
     with caplog.at_level("WARNING"):
-        fallback, _ = LLMEngine.from_config(EngineConfig(model=path, device="cpu", dtype="float32", measure_cost_curve=False))
+        fallback, _ = LLMEngine.from_config(cpu_config())
     assert not fallback.runner.exact and "exact mode is off" in caplog.text
     assert not any(isinstance(m, ExactKernelLinear) for m in fallback.runner.model.modules())  # a fresh model
     with pytest.raises(runner_module.ExactModeUnavailable):
-        LLMEngine.from_config(EngineConfig(model=path, device="cpu", dtype="float32", measure_cost_curve=False, exact=True))
+        LLMEngine.from_config(cpu_config(exact=True))
 
 
 def test_a_peers_calls_run_on_the_library_gemm_inside_library_linears(runner, monkeypatch):

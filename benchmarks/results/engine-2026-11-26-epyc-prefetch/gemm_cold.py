@@ -1,5 +1,5 @@
 """ms per call of foretell's GEMM from each library given, cold weights (24 matrices of a shape in turn, 2 for the head),
-min of REPS rounds (4). python gemm_cold.py OLD.so NEW.so; SHAPES=8960x1536,... (out x in), MS=1,16 (rows), XDT=float32 for fp32 inputs."""
+min of REPS rounds (4). python gemm_cold.py OLD.so NEW.so; SHAPES=8960x1536,... (out x in), MS=1,16 (rows), XDT=float32 for fp32 inputs, WDT=float32 for fp32 weights."""
 import torch, time, ctypes, sys
 from pathlib import Path
 from foretell.engine import cpu_gemm
@@ -7,7 +7,7 @@ libs = sys.argv[1:]
 gs = [cpu_gemm.CpuGemm(ctypes.CDLL(l), Path(l)) for l in libs]
 torch.manual_seed(0)
 shapes = tuple(tuple(int(v) for v in s.split("x")) for s in __import__("os").environ.get("SHAPES", "4864x896,896x4864,151936x896").split(","))
-W = {s: [torch.randn(*s).bfloat16() for _ in range(24 if s[0] < 100000 else 2)] for s in shapes}
+W = {s: [torch.randn(*s).to(getattr(torch, __import__("os").environ.get("WDT", "bfloat16"))) for _ in range(24 if s[0] < 100000 else 2)] for s in shapes}
 out = torch.empty(128 * 151936)
 res = {}
 MS = tuple(int(v) for v in __import__("os").environ.get("MS", "1,16,93,128").split(","))

@@ -55,6 +55,18 @@ same AMD EPYC, ms per call, before -> after (``benchmarks/results/engine-2026-11
     896 x 4864          0.30 -> 0.30  0.64 -> 0.62  2.34 -> 2.32  3.15 -> 2.98
     151936 x 896        11.8 -> 9.6   22.6 -> 17.1  81.5 -> 69.4  107 -> 96
 
+The prefetch then went into smaller shares, one before each block of 4 weight rows of each input tile (before,
+one per tile), so that a thread's prefetches do not crowd out its current rows' loads: same AMD EPYC, ms, a share
+per tile -> a share per block, two rounds (``benchmarks/results/engine-2026-11-26-epyc-prefetch-spread``):
+
+    rows                    1            8             16            93
+    4864 x 896          0.35 -> 0.30  0.49 -> 0.32  0.59 -> 0.45  2.22 -> 2.23
+    151936 x 896        10.3 -> 8.5      -          17.6 -> 13.9  69.2 -> 68.7
+    151936 x 1536       18.3 -> 18.5  25.3 -> 19.9      -             -
+
+On an Intel Xeon with AMX (2 of its cores) the share per tile had made one row slower than no prefetch (the head
+9.5 -> 10.8 ms); a share per block is back near no prefetch there (10.2) and faster at 16 rows (33.8 -> 29.8).
+
 The same library holds the **attention** (:meth:`CpuGemm.attention`: a decode token, a verify pass's drafts,
 and since 2026-11-26 a prompt chunk's queries too, 2.6-3.9x faster than SDPA with a causal mask for 512 of
 them after 0-3,584 keys, the 0.5B's and the 1.5B's heads, bf16: a 2,048-token prefill of the 0.5B ~19% faster
