@@ -3,9 +3,9 @@
  * y[m, n] = sum_k x[m, k] * w[n, k] (+ b[n]): x (M, K) and w (N, K) row-major, as torch's F.linear.
  * The weights are read once per call, 4 rows at a time, and each such block is applied to the input rows
  * 4 at a time while it sits in L1; the next weights are prefetched, within a row and, a share per block of
- * each input tile, the next group of rows (prefetch_part). Each output is one reduction over K in a fixed order, whatever M: a
- * row's result does not depend on the other rows of the call. A full tile's 16 sums are taken side by side
- * (store_sums16), in the same order as one horizontal sum, so the same bits.
+ * each input tile, the next group of rows (prefetch_part). Each output is one reduction over K in a fixed order,
+ * whatever M: a row's result does not depend on the other rows of the call. A full tile's 16 sums are taken side
+ * by side (store_sums16), in the same order as one horizontal sum, so the same bits.
  * foretell_linear_bf16 reads weights stored as bf16 (half the bytes of a memory-bound pass) and widens them
  * exactly to fp32 in registers (a bf16 is the top half of an fp32): same arithmetic, same bits as
  * foretell_linear on the widened weights. With more input rows than one tile, each block of 4 weight rows is
@@ -189,8 +189,9 @@ static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int 
  * Cold weights, bf16, 2-core AMD EPYC (Zen 4), no prefetch -> a share per tile -> a share per block and tile: the
  * 0.5B's head 11.4 -> 10.3 -> 8.5 ms for 1 row, 22.2 -> 17.6 -> 13.9 for 16, 77 -> 69 -> 69 for 93; its 4864 x 896
  * MLP matrix 0.38 -> 0.35 -> 0.30, 0.70 -> 0.59 -> 0.45, 2.47 -> 2.22 -> 2.23. On an Intel Xeon (AMX host, 2 cores)
- * a share per tile made one row slower (the head 9.5 -> 10.8 ms) and a share per block does not (9.5 -> 10.2,
- * 10.5 in a second round), 16 rows 33.8 -> 29.8 (benchmarks/results/engine-2026-11-26-epyc-prefetch-spread). */
+ * a share per tile made one row slower (the head 9.5 -> 10.8 ms); a share per block is near no prefetch there
+ * (two rounds: 9.5 / 11.9 without, 10.2 / 10.5 with) and the fastest at 16 rows (33.8 -> 29.8 ms)
+ * (benchmarks/results/engine-2026-11-26-epyc-prefetch-spread). */
 static inline void prefetch_part(const void *p, size_t bytes, int part, int parts) {
     size_t share = (bytes / parts + 63) / 64 * 64, o = (size_t)part * share, end = o + share < bytes ? o + share : bytes;
     if (share > PREFETCH_SHARE_MAX) return; /* one burst of more slowed a row through long weight rows */
@@ -203,13 +204,13 @@ void NAME(const XT *x, const WT *w, const float *b, float *y, int M, int N, int 
     for (int grp = 0; grp < groups; grp++) {                                                                  \
         int last = (grp + 1) * GROUP < blocks ? (grp + 1) * GROUP : blocks;                                   \
         int rows = N - last * NB < GROUP * NB ? N - last * NB : GROUP * NB; /* the next group's, if any */    \
+        int own = last - grp * GROUP; /* this group's blocks: a share of the next before each, each tile */ \
         for (int m0 = 0; m0 < M; m0 += MB) {                                                                  \
             int mb = M - m0 < MB ? M - m0 : MB;                                                               \
             for (int blk = grp * GROUP; blk < last; blk++) {                                                  \
                 int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB;                                            \
                 prefetch_part(w + (size_t)last * NB * K, rows > 0 ? (size_t)rows * K * sizeof(WT) : 0,         \
-                              m0 / MB * (last - grp * GROUP) + blk - grp * GROUP,                             \
-                              (M + MB - 1) / MB * (last - grp * GROUP));                                      \
+                              m0 / MB * own + blk - grp * GROUP, (M + MB - 1) / MB * own);                    \
                 TILE##_rows(x + (size_t)m0 * K, w + (size_t)n0 * K, y + (size_t)m0 * N + n0, b ? b + n0 : 0,  \
                             nb, mb, K, N, rnd);                                                               \
             }                                                                                                 \
