@@ -22,6 +22,7 @@ import torch
 import foretell.models as models
 from foretell.models import default_model as dm
 from foretell.models import loader, registry
+from foretell.testing.tiny_gguf import write_tiny_qwen2_gguf
 
 # ------------------------------------------------------------------------------------------- fixtures
 
@@ -505,71 +506,10 @@ def test_importing_models_forces_offline():
 
 # ------------------------------------------------------------------------- tiny GGUF, really converted
 
-CHATML = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-
-
-def _tiny_qwen2_gguf(path: Path):
-    """A 2-layer qwen2 with a byte-level vocabulary, written as an F32 GGUF; returns the reference model."""
-    import gguf
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    byte_tokens = list(bytes_to_unicode().values())
-    merges = ["Ġ t", "h e", "Ġt he"]
-    tokens = byte_tokens + ["Ġt", "he", "Ġthe", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    types = [1] * (len(tokens) - 3) + [3, 3, 3]
-    eot, im_end = tokens.index("<|endoftext|>"), tokens.index("<|im_end|>")
-
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=len(tokens), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=2.0**-20, tie_word_embeddings=True,
-        bos_token_id=eot, eos_token_id=im_end, pad_token_id=eot,
-    )
-    ref = Qwen2ForCausalLM(config).eval()
-    with torch.no_grad():
-        for p in ref.parameters():  # random everything (biases, norms too), exactly representable in bf16
-            p.copy_((torch.randn_like(p) * 0.2).to(torch.bfloat16).float())
-
-    w = gguf.GGUFWriter(str(path), "qwen2")
-    w.add_name("tiny qwen2")
-    w.add_block_count(2)
-    w.add_context_length(256)
-    w.add_embedding_length(32)
-    w.add_feed_forward_length(64)
-    w.add_head_count(4)
-    w.add_head_count_kv(2)
-    w.add_rope_freq_base(float(ref.config.rope_parameters["rope_theta"]))
-    w.add_layer_norm_rms_eps(2.0**-20)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(eot)
-    w.add_eos_token_id(im_end)
-    w.add_pad_token_id(eot)
-    w.add_add_bos_token(False)
-    w.add_chat_template(CHATML)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, 2)
-    for hf_name, tensor in ref.state_dict().items():
-        if hf_name == "lm_head.weight":
-            continue  # tied: llama.cpp writes no output.weight
-        base, suffix = hf_name.rsplit(".", 1)
-        w.add_tensor(f"{names.get_name(base)}.{suffix}", tensor.float().numpy())
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return ref, (eot, im_end)
-
 
 def test_tiny_gguf_converts_loads_and_matches(tmp_path, cache):
     gguf_file = tmp_path / "tiny.gguf"
-    ref, (eot, im_end) = _tiny_qwen2_gguf(gguf_file)
+    ref, (eot, im_end) = write_tiny_qwen2_gguf(gguf_file)
 
     resolved = loader.resolve_model(str(gguf_file), progress=False)
     assert resolved.name == "tiny"

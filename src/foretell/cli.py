@@ -151,6 +151,11 @@ def _serve(args: argparse.Namespace) -> int:
     except LoadError as exc:
         return _fail(str(exc), code=1)
     print(f"foretell: {_exact_line(engine.engine.runner.exact)}", file=sys.stderr, flush=True)
+    if engine.engine.runner.block_layers:
+        from foretell.engine.cpu_gemm import BLOCK_ROWS_MAX
+
+        print(f"foretell: {engine.engine.runner.block_layers} layers read their GGUF blocks in passes of up to "
+              f"{BLOCK_ROWS_MAX} tokens (the same bits as their bf16 weights)", file=sys.stderr, flush=True)
     try:
         limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
         app = build_app(engine, api_key=args.api_key, **limits)

@@ -24,7 +24,9 @@
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef unsigned short bf16; /* the top 16 bits of an fp32 */
 
@@ -272,6 +274,126 @@ static inline __m512bh bhload_tail(const bf16 *p, int n) {
 #define DOT_INTO(acc, w, x) _mm512_dpbf16_ps(acc, w, x)
 DEFINE_TILE(tile_dot, bf16, bf16, __m512bh, 32, bhload, bhload_tail, bhload, bhload_tail, DOT_INTO, 1, 1)
 DEFINE_LINEAR(foretell_linear_bf16dot, bf16, bf16, tile_dot)
+
+/* ---- weights read in their GGUF blocks (a model converted from a quantized GGUF file) ----
+ * foretell_linear_q: y = x w^T (+ b) with bf16 inputs and w in one of GGUF's block formats (Q8_0, Q5_0, Q4_K),
+ * rows of K values each (K a multiple of the format's block). A thread decodes a block of NB weight rows into
+ * bf16 in a buffer of its own, then runs tile_dot on it exactly as foretell_linear_bf16dot runs on stored bf16
+ * weights. Each value decodes to the fp32 that GGUF's reference decoder (gguf-py, ggml) computes (its products
+ * are exact in fp32), rounded to the nearest bf16 as torch's conversion rounds: a model whose bf16 weights were
+ * converted from these blocks gets the same bits from 0.56-1.06 bytes a weight instead of 2. Decoding costs
+ * about what reading the bf16 weights saves beyond one input tile, so the engine uses it for passes of up to 4
+ * rows (a decode step, short verify passes) and the bf16 weights for longer ones. Q6_K is not decoded: its
+ * 6-bit values took longer to put together than its bf16 weights took to read (2-core AMD EPYC). */
+enum { GGUF_Q8_0 = 8, GGUF_Q5_0 = 6, GGUF_Q4_K = 12 };
+static inline float half1(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+static inline __m512i bf16x32(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
+static inline __m512 scaled(__m512i q, float s) { return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(s)); }
+/* s q - o: s q is exact (fp16 scale x 6-bit scale x 4-bit value), so one rounding as in s q then - o */
+static inline __m512 scaled_less(__m512i q, float s, float o) {
+    return _mm512_fmsub_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(s), _mm512_set1_ps(o));
+}
+
+/* one block of 32 values (34 bytes): fp16 d, int8 q[32]; w = d q */
+static inline void dq_q8_0(const uint8_t *p, bf16 *out) {
+    float d = half1(p);
+    __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)));
+    __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 18)));
+    _mm512_storeu_si512(out, bf16x32(scaled(lo, d), scaled(hi, d)));
+}
+/* one block of 32 values (22 bytes): fp16 d, 32 high bits, 16 bytes of low nibbles (values j and j + 16);
+ * w = d (q - 16): the block's 32 possible values are computed once as a table, and each value's 5-bit q picks
+ * its entry (VPERMW) */
+static inline void dq_q5_0(const uint8_t *p, bf16 *out) {
+    const __m512 lo16 = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+    const __m512 hi16 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
+                                            0x0004000400040004, 0, 0, 0, 0);
+    __m512 d = _mm512_set1_ps(half1(p));
+    __m512i table = bf16x32(_mm512_mul_ps(lo16, d), _mm512_mul_ps(hi16, d));
+    uint32_t qh;
+    memcpy(&qh, p + 2, 4);
+    __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
+    __m512i idx = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(qs)); /* qs twice: words j and j + 16 */
+    idx = _mm512_and_si512(_mm512_srlv_epi16(idx, shifts), _mm512_set1_epi16(15));
+    idx = _mm512_mask_add_epi16(idx, (__mmask32)qh, idx, _mm512_set1_epi16(16));
+    _mm512_storeu_si512(out, _mm512_permutexvar_epi16(idx, table));
+}
+/* a super-block of 256 values (144 bytes): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of
+ * nibbles; sub-block j of 32: w = d sc_j q - dmin m_j */
+static inline void dq_q4_k(const uint8_t *p, bf16 *out) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    float d = half1(p), dmin = half1(p + 2);
+    const uint8_t *sc = p + 4, *qs = p + 16;
+    for (int j = 0; j < 8; j += 2, qs += 32, out += 64) { /* 32 bytes: low nibbles sub-block j, high j + 1 */
+        int s[2], m[2];
+        for (int t = 0; t < 2; t++) {
+            int i = j + t;
+            s[t] = i < 4 ? sc[i] & 63 : (sc[i + 4] & 0xF) | ((sc[i - 4] >> 6) << 4);
+            m[t] = i < 4 ? sc[i + 4] & 63 : (sc[i + 4] >> 4) | ((sc[i] >> 6) << 4);
+        }
+        __m512i table = bf16x32(_mm512_fmsub_ps(iota, _mm512_set1_ps(d * s[0]), _mm512_set1_ps(dmin * m[0])),
+                                _mm512_fmsub_ps(iota, _mm512_set1_ps(d * s[1]), _mm512_set1_ps(dmin * m[1])));
+        __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)qs));
+        __m512i lo = _mm512_and_si512(q, _mm512_set1_epi16(15));
+        __m512i hi = _mm512_add_epi16(_mm512_srli_epi16(q, 4), _mm512_set1_epi16(16));
+        _mm512_storeu_si512(out, _mm512_permutexvar_epi16(lo, table));
+        _mm512_storeu_si512(out + 32, _mm512_permutexvar_epi16(hi, table));
+    }
+}
+/* bytes and values of a format's block; 0 for a format this file does not decode */
+static inline int q_block_bytes(int fmt) {
+    return fmt == GGUF_Q8_0 ? 34 : fmt == GGUF_Q5_0 ? 22 : fmt == GGUF_Q4_K ? 144 : 0;
+}
+static inline int q_block_values(int fmt) { return fmt == GGUF_Q4_K ? 256 : 32; }
+
+#define DQ_ROW(FN) for (int c = 0; c < blocks; c++) FN(p + (size_t)c * bytes, o + (size_t)c * per);
+
+/* rows [n0, n0 + nb) of w (row_bytes each) decoded into out (nb x K bf16) */
+static void dq_rows(const uint8_t *w, int fmt, size_t row_bytes, int n0, int nb, int K, bf16 *out) {
+    int per = q_block_values(fmt), bytes = q_block_bytes(fmt), blocks = K / per;
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *p = w + (size_t)(n0 + i) * row_bytes;
+        bf16 *o = out + (size_t)i * K;
+        switch (fmt) {
+        case GGUF_Q8_0: DQ_ROW(dq_q8_0) break;
+        case GGUF_Q5_0: DQ_ROW(dq_q5_0) break;
+        default: DQ_ROW(dq_q4_k) break;
+        }
+    }
+}
+
+/* the decoded weights alone (rows [n0, n0 + n)), to check them against the model's bf16 weights */
+int foretell_dequantize(const uint8_t *w, int fmt, int n0, int n, int K, bf16 *out) {
+    if (!q_block_bytes(fmt) || K % q_block_values(fmt)) return -1;
+    dq_rows(w, fmt, (size_t)K / q_block_values(fmt) * q_block_bytes(fmt), n0, n, K, out);
+    return 0;
+}
+
+int foretell_linear_q(const bf16 *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
+                      int threads, int rnd) {
+    if (!q_block_bytes(fmt) || K % q_block_values(fmt)) return -1;
+    size_t row_bytes = (size_t)K / q_block_values(fmt) * q_block_bytes(fmt);
+    int blocks = (N + NB - 1) / NB, tiles = (M + MB - 1) / MB;
+    #pragma omp parallel num_threads(threads)
+    {
+        bf16 *wide = aligned_alloc(64, ((size_t)NB * K * sizeof(bf16) + 63) / 64 * 64);
+        #pragma omp for schedule(static)
+        for (int blk = 0; blk < blocks; blk++) {
+            int n0 = blk * NB, nb = N - n0 < NB ? N - n0 : NB, next = N - (n0 + NB) < NB ? N - (n0 + NB) : NB;
+            dq_rows(w, fmt, row_bytes, n0, nb, K, wide);
+            for (int m0 = 0; m0 < M; m0 += MB) {
+                int mb = M - m0 < MB ? M - m0 : MB;
+                prefetch_part(w + (size_t)(n0 + NB) * row_bytes, next > 0 ? (size_t)next * row_bytes : 0, m0 / MB,
+                              tiles);
+                tile_dot_rows(x + (size_t)m0 * K, wide, y + (size_t)m0 * N + n0, b ? b + n0 : 0, nb, mb, K, N,
+                              rnd);
+            }
+        }
+        free(wide);
+    }
+    return 0;
+}
 #endif
 
 /* ---- attention for a sequence's queries (a prompt chunk, a decode token, a verify pass's drafts) ----

@@ -89,6 +89,28 @@ multiplies bf16 pairs natively: of dimensions for the scores, of keys at even ca
 (a key range that splits a pair adds that key alone), with the probabilities rounded to bf16 before they weigh
 the values, as FlashAttention does; queries stay independent.
 
+**GGUF blocks** (since 2026-11-26; ``foretell_linear_q``, AVX512-BF16 builds): a model converted from a quantized
+GGUF keeps its linear layers' blocks too (:mod:`foretell.models.gguf_blocks`), and passes of up to
+:data:`BLOCK_ROWS_MAX` rows read them: each block of 4 weight rows is decoded into bf16 in a per-thread buffer
+(Q5_0 and Q4_K through a table of the block's possible values and VPERMW), then multiplied exactly as stored bf16
+weights are. The decoded values are those of GGUF's reference decoder rounded as torch rounds, so where the
+model's bf16 weights came from these blocks (checked per layer) the products are the same bits from 0.56-1.06
+bytes a weight instead of 2. Cold weights, 2 threads, ms per call, bf16 weights -> blocks (random blocks in
+the 0.5B's shapes and formats, ``benchmarks/results/engine-2026-11-26-gguf-blocks``):
+
+    rows                           1             2             4             8
+    2-core AMD EPYC (Zen 4)
+    4864 x 896 Q5_0           0.297 -> 0.250  0.280 -> 0.198  0.299 -> 0.239  0.277 -> 0.342
+    896 x 4864 Q4_K           0.251 -> 0.216  0.288 -> 0.233  0.310 -> 0.258  0.377 -> 0.329
+    151936 x 896 Q5_0 (head)  6.14 -> 5.53    7.02 -> 5.79    8.36 -> 7.18    8.22 -> 10.38
+    Intel Xeon (AMX host, 2 of its cores)
+    4864 x 896 Q5_0           0.475 -> 0.385  0.519 -> 0.430  0.633 -> 0.555  0.632 -> 0.655
+    896 x 4864 Q4_K           0.316 -> 0.389  0.346 -> 0.431  0.435 -> 0.564  0.877 -> 0.779
+    151936 x 896 Q5_0 (head)  12.9 -> 9.87    14.1 -> 11.5    17.2 -> 14.4    20.8 -> 24.1
+
+Decoding costs about what the narrower weights save once the pass is not memory-bound (8 rows), hence the limit;
+Q6_K's 6-bit values took longer to decode than its bf16 weights to read, so it is not decoded.
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
@@ -105,6 +127,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -114,6 +137,31 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemm.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+
+# GGUF block formats the kernel decodes: type id -> (values, bytes) per block
+GGUF_BLOCKS = {8: (32, 34), 6: (32, 22), 12: (256, 144)}  # Q8_0, Q5_0, Q4_K
+BLOCK_ROWS_MAX = 4
+"""Passes of up to this many rows read a layer's GGUF blocks (one input tile: decoding costs about what the
+narrower weights save); longer ones read its bf16 weights. Same bits either way."""
+
+
+@dataclass(frozen=True)
+class GgufWeight:
+    """A linear layer's weight [N, K] kept as the GGUF file's blocks: ``data`` is uint8, N rows of K values in
+    the block format ``fmt`` (a GGUF type id of :data:`GGUF_BLOCKS`), laid out as in the file."""
+
+    fmt: int
+    data: torch.Tensor
+    shape: tuple[int, int]
+
+    def __post_init__(self):
+        if self.fmt not in GGUF_BLOCKS:
+            raise ValueError(f"GGUF type {self.fmt} is not one of the block formats the kernel decodes")
+        values, nbytes = GGUF_BLOCKS[self.fmt]
+        n, k = self.shape
+        if k % values or self.data.dtype != torch.uint8 or not self.data.is_contiguous() \
+                or self.data.numel() != n * k // values * nbytes:
+            raise ValueError(f"GGUF blocks of type {self.fmt} do not hold a [{n}, {k}] weight")
 
 
 class CpuGemm:
@@ -136,6 +184,15 @@ class CpuGemm:
         for fn in [*self._attention.values(), *([self._attention_dot] if self._attention_dot is not None else [])]:
             fn.restype = None
             fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_float, ctypes.c_int]
+        # GGUF blocks decoded to bf16 in the kernel (built only for AVX512-BF16)
+        self._linear_q = getattr(library, "foretell_linear_q", None)
+        self._dequantize = getattr(library, "foretell_dequantize", None)
+        if self._linear_q is not None and self._dequantize is not None:
+            self._linear_q.restype = self._dequantize.restype = ctypes.c_int
+            self._linear_q.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 2 \
+                + [ctypes.c_int] * 5
+            self._dequantize.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                         ctypes.c_void_p]
         library.foretell_lanes.restype = ctypes.c_int
         self.lanes: int = library.foretell_lanes()  # fp32 lanes per vector in this build: 16 (AVX-512) or 8 (AVX2)
 
@@ -144,23 +201,42 @@ class CpuGemm:
         """Whether bf16 inputs are multiplied natively (VDPBF16PS) rather than widened to fp32."""
         return self._dot is not None
 
-    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        out = self._run(x, weight, bias, None, rounded=False)
+    @property
+    def reads_blocks(self) -> bool:
+        """Whether :meth:`linear` can read a weight's GGUF blocks (:class:`GgufWeight`) for bf16 inputs."""
+        return self._linear_q is not None
+
+    def dequantize(self, blocks: GgufWeight) -> torch.Tensor:
+        """The bf16 weight [N, K] that the kernel decodes from ``blocks`` (what :meth:`linear` multiplies by)."""
+        if not self.reads_blocks:
+            raise TypeError("this build of foretell's CPU GEMM does not decode GGUF blocks (no AVX512-BF16)")
+        n, k = blocks.shape
+        out = torch.empty(n, k, dtype=torch.bfloat16)
+        self._dequantize(blocks.data.data_ptr(), blocks.fmt, 0, n, k, out.data_ptr())
+        return out
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+               blocks: GgufWeight | None = None) -> torch.Tensor:
+        """``F.linear(x, weight, bias)``. ``blocks``: the same weight as GGUF blocks that decode to exactly
+        ``weight`` (checked by the caller with :meth:`dequantize`), read instead for bf16 passes of up to
+        :data:`BLOCK_ROWS_MAX` rows: the same bits from fewer bytes."""
+        out = self._run(x, weight, bias, None, rounded=False, blocks=blocks)
         return out.reshape(*x.shape[:-1], weight.shape[0]).to(x.dtype)
 
     def logits(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-               out: torch.Tensor | None = None) -> torch.Tensor:
+               out: torch.Tensor | None = None, blocks: GgufWeight | None = None) -> torch.Tensor:
         """``linear(x, weight, bias).float()`` for an output head, from one write: float32 ``[*, N]`` holding the
         values of ``x.dtype`` (bf16 inputs: each output rounded to bf16 in the kernel, as ``.to(bfloat16)``
         rounds). ``out``: a float32 buffer of at least rows x N values to write into (the result is a view of it),
-        so a pass of many rows does not fault in fresh pages for its logits; None allocates."""
+        so a pass of many rows does not fault in fresh pages for its logits; None allocates. ``blocks`` as in
+        :meth:`linear`."""
         if x.dtype not in (torch.float32, torch.bfloat16):
             return self.linear(x, weight, bias).float()
-        result = self._run(x, weight, bias, out, rounded=x.dtype == torch.bfloat16)
+        result = self._run(x, weight, bias, out, rounded=x.dtype == torch.bfloat16, blocks=blocks)
         return result.reshape(*x.shape[:-1], weight.shape[0])
 
     def _run(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None,
-             rounded: bool) -> torch.Tensor:
+             rounded: bool, blocks: GgufWeight | None = None) -> torch.Tensor:
         """float32 [rows, N] = x W^T (+ b), each output rounded to bf16 where ``rounded``."""
         bf16_input = x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16
         fn = self._fns.get(weight.dtype)
@@ -189,7 +265,13 @@ class CpuGemm:
             raise ValueError(f"out must be a contiguous float32 CPU buffer of at least {m * n} values")
         else:
             result = out.view(-1)[: m * n].view(m, n)
-        if m:
+        if m and blocks is not None and fn is self._dot and m <= BLOCK_ROWS_MAX and self.reads_blocks:
+            if blocks.shape != (n, k):
+                raise ValueError(f"GGUF blocks of shape {blocks.shape} for a weight of shape {(n, k)}")
+            self._linear_q(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
+                           bias.data_ptr() if bias is not None else None, result.data_ptr(), m, n, k,
+                           torch.get_num_threads(), int(rounded))
+        elif m:
             fn(rows.data_ptr(), weight.data_ptr(), bias.data_ptr() if bias is not None else None,
                result.data_ptr(), m, n, k, torch.get_num_threads(), int(rounded))
         return result

@@ -111,6 +111,8 @@ class LLMEngine:
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
             route = ("|exact+kernel" if engine.runner.exact_kernel else "|exact") if exact else ""
+            if engine.runner.block_layers:  # short passes read the GGUF blocks: another curve
+                route += f"|blocks={engine.runner.block_layers}"
             key = f"{resolved.path}|prepacked={prepacked}{route}"
             points = cached_cost_points(engine.runner, key, cache_dir() / "cost", plan)
             engine.cost = CostModel(points)

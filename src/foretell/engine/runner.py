@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -36,10 +37,12 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from foretell.engine import cpu_gemm
-from foretell.engine.cpu_gemm import CpuGemm
+from foretell.engine.cpu_gemm import CpuGemm, GgufWeight
 from foretell.engine.kv_cache import KVShape, SeqKV
+from foretell.models.gguf_blocks import detach_blocks
 
 ATTN_NAME = "foretell_packed"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -421,8 +424,12 @@ class RowDispatchLinear(torch.nn.Module):
             self.kernel_args = (gemm, narrowed, linear.bias)
         elif gemm is not None:  # foretell's kernel on the dense weight: no second copy
             self.kernel_args = (gemm, linear.weight, linear.bias)
+        # a converted GGUF's blocks, which the kernel reads for short bf16 passes (the same bits)
+        self.blocks = None if gemm is None or self.kernel_args is None else _checked_blocks(
+            getattr(linear, "gguf_weight", None), self.kernel_args[1], gemm)
         if self.kernel_args is not None:
-            self.packed = functools.partial(gemm.linear, weight=self.kernel_args[1], bias=linear.bias)
+            self.packed = functools.partial(gemm.linear, weight=self.kernel_args[1], bias=linear.bias,
+                                            **({} if self.blocks is None else {"blocks": self.blocks}))
         else:
             from torch.utils.mkldnn import MkldnnLinear
 
@@ -458,7 +465,8 @@ class RowDispatchLinear(torch.nn.Module):
         if self.kernel_args is None:
             return self._timed(functools.partial(linear_logits, self.packed, out=out, scratch=scratch), x)
         gemm, weight, bias = self.kernel_args
-        return self._timed(functools.partial(gemm.logits, weight=weight, bias=bias, out=out), x)
+        blocks = {} if self.blocks is None else {"blocks": self.blocks}
+        return self._timed(functools.partial(gemm.logits, weight=weight, bias=bias, out=out, **blocks), x)
 
     def _timed(self, kernel, x: torch.Tensor) -> torch.Tensor:
         timings = self.plan.timings
@@ -627,14 +635,19 @@ class ExactKernelLinear(torch.nn.Module):
         self.rows = rows
         self.out_features = linear.out_features
         self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
+        self.blocks = _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
 
     @property
     def weight(self) -> torch.Tensor:
         return self.dense.weight if self.dense is not None else self.kernel_weight
 
+    @property
+    def _blocks(self) -> dict[str, GgufWeight]:
+        return {} if self.blocks is None else {"blocks": self.blocks}
+
     def kernel(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.bfloat16 == self.kernel_weight.dtype:  # natively where the CPU has AVX512-BF16
-            return self.gemm.linear(x, self.kernel_weight, self.kernel_bias)
+            return self.gemm.linear(x, self.kernel_weight, self.kernel_bias, **self._blocks)
         return self.gemm.linear(x.float(), self.kernel_weight, self.kernel_bias).to(x.dtype)
 
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -642,9 +655,9 @@ class ExactKernelLinear(torch.nn.Module):
         if x.dtype == torch.float32 or x.dtype == self.kernel_weight.dtype == torch.bfloat16:
             size = x.numel() // x.shape[-1] * self.out_features
             if not self.rows.reuse_logits or size * 4 > HEAD_BUFFER_BYTES:
-                return self.gemm.logits(x, self.kernel_weight, self.kernel_bias)
+                return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, **self._blocks)
             out = self._head_out(size, torch.float32)
-            return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, out=out)
+            return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, out=out, **self._blocks)
         return self.kernel(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -662,6 +675,18 @@ class ExactKernelLinear(torch.nn.Module):
         if rows.others is not None:
             out[rows.others] = self.kernel(flat[rows.others])
         return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def _checked_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGemm) -> GgufWeight | None:
+    """``blocks`` where the kernel decodes them to exactly ``weight`` (bf16), else None: a layer reads its GGUF
+    blocks (:attr:`ExactKernelLinear.blocks`) only where that gives the same bits as its bf16 weights."""
+    if blocks is None or not gemm.reads_blocks or weight.dtype != torch.bfloat16 \
+            or tuple(weight.shape) != blocks.shape:
+        return None
+    if not torch.equal(gemm.dequantize(blocks).view(torch.int16), weight.contiguous().view(torch.int16)):
+        log.warning("a layer's GGUF blocks do not decode to its bf16 weights; it reads the bf16 weights")
+        return None
+    return blocks
 
 
 def exact_kernel_linears(model) -> ExactRows | None:
@@ -918,6 +943,7 @@ class ModelRunner:
             else:
                 check_row_invariance(self.model, layers=[m for m in self.model.modules()
                                                          if isinstance(m, ExactKernelLinear)])
+        detach_blocks(self.model)  # blocks the layers did not take (not exact mode's kernel route)
 
     @contextlib.contextmanager
     def library_linears(self):
@@ -937,6 +963,12 @@ class ModelRunner:
     def exact_kernel(self) -> bool:
         """Whether exact mode runs on foretell's row-invariant kernel (else on padded oneDNN GEMMs)."""
         return self._exact_rows is not None
+
+    @property
+    def block_layers(self) -> int:
+        """How many linear layers read their GGUF blocks in short passes (:mod:`foretell.models.gguf_blocks`)."""
+        return sum(getattr(m, "blocks", None) is not None for m in self.model.modules()
+                   if isinstance(m, (ExactKernelLinear, RowDispatchLinear)))
 
     @torch.inference_mode()
     def forward(self, segments: list[Segment], reuse_logits: bool = False) -> list[torch.Tensor]:

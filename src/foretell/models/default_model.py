@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from .gguf_blocks import save_blocks
 from .registry import DEFAULT_SHORT_NAME, QWEN25_CODER_05B, PackagedModel, packaged_model
 
 DEFAULT_MODEL_NAME = QWEN25_CODER_05B.name
@@ -49,8 +50,8 @@ CHUNK_PACKAGES = QWEN25_CODER_05B.chunk_packages
 EXPECTED_SIZE = QWEN25_CODER_05B.size
 EXPECTED_SHA256 = QWEN25_CODER_05B.sha256
 
-CONVERSION_FORMAT = 2
-"""Bumped whenever the conversion's output changes, so old caches are rebuilt."""
+CONVERSION_FORMAT = 4
+"""Bumped whenever the conversion's output changes, so old caches are rebuilt (4: the GGUF blocks kept too)."""
 
 MARKER_NAME = "foretell-source.json"
 _DEFAULT_DIR_NAME = QWEN25_CODER_05B.dir_name
@@ -328,6 +329,9 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: Any = None, progress: bo
             )
         model.config.name_or_path = ""
         model.save_pretrained(out_dir)
+        import gguf
+
+        kept_blocks = save_blocks(gguf.GGUFReader(str(gguf_path)), model, out_dir)  # the reader parsed above
         del model
 
     # loading-time kwargs transformers would otherwise write into tokenizer_config.json
@@ -351,6 +355,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: Any = None, progress: bo
         "model_type": config.model_type,
         "eos_token_ids": generation.eos_token_id,
         "has_chat_template": bool(tokenizer.chat_template),
+        "gguf_block_tensors": kept_blocks,
     }
 
 

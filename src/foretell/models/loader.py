@@ -26,6 +26,7 @@ from .default_model import (
     packaged_model_dir,
     sha256_file,
 )
+from .gguf_blocks import attach_blocks
 from .registry import find_packaged, packaged_names
 
 if TYPE_CHECKING:
@@ -239,6 +240,7 @@ def load_model(
     model.to(device)
     model.eval()
     model.requires_grad_(False)
+    attach_blocks(model, path)  # a converted GGUF's quantized blocks, for foretell's CPU kernel
     return model
 
 
