@@ -165,6 +165,21 @@ def test_conversion_keeps_every_linear_layers_blocks(converted):
     assert "lm_head.weight" not in types  # the head reads the embedding's
 
 
+def test_a_file_whose_blocks_cannot_be_kept_still_converts(tmp_path, monkeypatch):
+    from foretell.models import default_model
+
+    def fail(*args):
+        raise NotImplementedError("unknown layout")
+
+    monkeypatch.setattr(default_model, "save_blocks", fail)
+    monkeypatch.setenv("FORETELL_CACHE_DIR", str(tmp_path / "cache"))
+    gguf_file = tmp_path / "tiny-q.gguf"
+    write_tiny_qwen2_gguf(gguf_file, hidden_size=256, intermediate_size=512, block_format=block_format)
+    path = loader.resolve_model(str(gguf_file), progress=False).path
+    assert (path / "model.safetensors").is_file() and not (path / BLOCKS_FILE).exists()
+    assert json.loads((path / "foretell-source.json").read_text())["gguf_block_tensors"] == 0
+
+
 def test_blocks_of_a_format_not_read_here_are_skipped_at_load(converted, tmp_path):
     """A cache written by another version may keep formats this kernel does not decode (or names this model
     lacks): loading skips them and attaches the rest."""

@@ -289,10 +289,6 @@ enum { GGUF_Q8_0 = 8, GGUF_Q5_0 = 6, GGUF_Q4_K = 12 };
 static inline float half1(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 static inline __m512i bf16x32(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
 static inline __m512 scaled(__m512i q, float s) { return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(s)); }
-/* s q - o: s q is exact (fp16 scale x 6-bit scale x 4-bit value), so one rounding as in s q then - o */
-static inline __m512 scaled_less(__m512i q, float s, float o) {
-    return _mm512_fmsub_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(s), _mm512_set1_ps(o));
-}
 
 /* one block of 32 values (34 bytes): fp16 d, int8 q[32]; w = d q */
 static inline void dq_q8_0(const uint8_t *p, bf16 *out) {
@@ -320,7 +316,8 @@ static inline void dq_q5_0(const uint8_t *p, bf16 *out) {
     _mm512_storeu_si512(out, _mm512_permutexvar_epi16(idx, table));
 }
 /* a super-block of 256 values (144 bytes): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of
- * nibbles; sub-block j of 32: w = d sc_j q - dmin m_j */
+ * nibbles; sub-block j of 32: w = d sc_j q - dmin m_j, a table of its 16 values per sub-block (d sc_j q is exact,
+ * so the fused multiply-subtract rounds once, as ggml's product then difference does) */
 static inline void dq_q4_k(const uint8_t *p, bf16 *out) {
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     float d = half1(p), dmin = half1(p + 2);

@@ -331,7 +331,11 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: Any = None, progress: bo
         model.save_pretrained(out_dir)
         import gguf
 
-        kept_blocks = save_blocks(gguf.GGUFReader(str(gguf_path)), model, out_dir)  # the reader parsed above
+        try:  # an optimisation only: a file whose names or layout it does not know converts without it
+            kept_blocks = save_blocks(gguf.GGUFReader(str(gguf_path)), model, out_dir)  # the reader parsed above
+        except Exception as exc:  # noqa: BLE001
+            print(f"foretell: not keeping {gguf_path.name}'s quantized blocks ({exc})", file=sys.stderr)
+            kept_blocks = 0
         del model
 
     # loading-time kwargs transformers would otherwise write into tokenizer_config.json
