@@ -124,6 +124,21 @@ static inline void store_sums16(const vec *a, int mb, float *y, const float *b, 
 #define WIDE_MAX 32768      /* bytes of widened weights kept per thread */
 #define PREFETCH_SHARE_MAX 32768 /* bytes of the next weights prefetched at most in one share */
 
+/* a tile's sums into y[j N + i] (+ b[i]; rnd as in round_bf16): side by side by store_sums16 (the same bits) for
+ * a full tile where sums is set, else one horizontal sum each */
+static inline __attribute__((always_inline)) void store_tile(vec acc[NB][MB], int nb, int mb, float *y,
+                                                             const float *b, int N, int rnd, int sums) {
+    if (sums && SUMS16 && nb == NB) {
+        store_sums16(&acc[0][0], mb, y, b, N, rnd);
+        return;
+    }
+    for (int j = 0; j < mb; j++)
+        for (int i = 0; i < nb; i++) {
+            float v = hsum(acc[i][j]) + (b ? b[i] : 0.0f);
+            y[(size_t)j * N + i] = rnd ? round_bf16(v) : v;
+        }
+}
+
 /* nb weight rows x mb input rows; constant nb, mb at each call site, so the loops unroll into registers.
  * XT / WT are the inputs' / weights' types, WV the register type of a weight (and input) vector, STEP the values
  * one holds; WLOAD / XLOAD (and _TAIL: the first n, zeros after) read one, MADD(acc, w, x) accumulates their
@@ -154,15 +169,7 @@ static inline __attribute__((always_inline)) void NAME(const XT *x, const WT *w,
             for (int i = 0; i < nb; i++) acc[i][j] = MADD(acc[i][j], wv[i], u);                               \
         }                                                                                                     \
     }                                                                                                         \
-    if (SUMS && SUMS16 && nb == NB) {                                                                         \
-        store_sums16(&acc[0][0], mb, y, b, N, rnd);                                                           \
-        return;                                                                                               \
-    }                                                                                                         \
-    for (int j = 0; j < mb; j++)                                                                              \
-        for (int i = 0; i < nb; i++) {                                                                        \
-            float v = hsum(acc[i][j]) + (b ? b[i] : 0.0f);                                                    \
-            y[(size_t)j * N + i] = rnd ? round_bf16(v) : v;                                                   \
-        }                                                                                                     \
+    store_tile(acc, nb, mb, y, b, N, rnd, SUMS);                                                              \
 }                                                                                                             \
                                                                                                               \
 static void NAME##_rows(const XT *x, const WT *w, float *y, const float *b, int nb, int mb, int K, int N,     \
@@ -388,15 +395,7 @@ static inline __attribute__((always_inline)) void NAME(const bf16 *x, const uint
             for (int i = 0; i < nb; i++) acc[i][j] = DOT_INTO(acc[i][j], wv[i], u);                           \
         }                                                                                                     \
     }                                                                                                         \
-    if (nb == NB) {                                                                                           \
-        store_sums16(&acc[0][0], mb, y, b, N, rnd);                                                           \
-        return;                                                                                               \
-    }                                                                                                         \
-    for (int j = 0; j < mb; j++)                                                                              \
-        for (int i = 0; i < nb; i++) {                                                                        \
-            float v = hsum(acc[i][j]) + (b ? b[i] : 0.0f);                                                    \
-            y[(size_t)j * N + i] = rnd ? round_bf16(v) : v;                                                   \
-        }                                                                                                     \
+    store_tile(acc, nb, mb, y, b, N, rnd, 1);                                                                 \
 }                                                                                                             \
 static void NAME##_rows(const bf16 *x, const uint8_t *w, size_t row_bytes, float *y, const float *b, int nb,  \
                         int mb, int K, int N, int rnd) {                                                      \
