@@ -425,7 +425,7 @@ class RowDispatchLinear(torch.nn.Module):
         elif gemm is not None:  # foretell's kernel on the dense weight: no second copy
             self.kernel_args = (gemm, linear.weight, linear.bias)
         # a converted GGUF's blocks, which the kernel reads for short bf16 passes (the same bits)
-        self.blocks = None if gemm is None or self.kernel_args is None else _checked_blocks(
+        self.blocks = None if self.kernel_args is None else _checked_blocks(
             getattr(linear, "gguf_weight", None), self.kernel_args[1], gemm)
         if self.kernel_args is not None:
             self.packed = functools.partial(gemm.linear, weight=self.kernel_args[1], bias=linear.bias,
@@ -967,7 +967,7 @@ class ModelRunner:
     @property
     def block_layers(self) -> int:
         """How many linear layers read their GGUF blocks in short passes (:mod:`foretell.models.gguf_blocks`)."""
-        return sum(getattr(m, "blocks", None) is not None for m in self.model.modules()
+        return sum(m.blocks is not None for m in self.model.modules()
                    if isinstance(m, (ExactKernelLinear, RowDispatchLinear)))
 
     @torch.inference_mode()

@@ -14,8 +14,8 @@ CHATML = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
-# GGUF block layouts: values per block, and the byte offsets of each block's fp16 scales
-_K_QUANT_LAYOUT = {"Q4_K": (144, (0, 2)), "Q6_K": (210, (208,))}
+# the byte offsets of each block's fp16 scales in the K-quant formats written as random blocks (others: 0)
+_K_QUANT_SCALES = {"Q4_K": (0, 2), "Q6_K": (208,)}
 
 
 def random_blocks(qtype_name: str, rows: int, cols: int, seed: int = 0) -> np.ndarray:
@@ -27,8 +27,7 @@ def random_blocks(qtype_name: str, rows: int, cols: int, seed: int = 0) -> np.nd
     per, nbytes = gguf.GGML_QUANT_SIZES[qtype]
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(rows * cols // per, nbytes), dtype=np.uint8)
-    scale_offsets = _K_QUANT_LAYOUT.get(qtype_name, (nbytes, (0,)))[1]
-    for offset in scale_offsets:
+    for offset in _K_QUANT_SCALES.get(qtype_name, (0,)):
         scales = (rng.uniform(0.5, 2.0, size=len(blocks)) * 2.0 ** -10).astype(np.float16)
         blocks[:, offset : offset + 2] = scales.view(np.uint8).reshape(-1, 2)
     return blocks.reshape(rows, -1)
@@ -97,7 +96,7 @@ def write_tiny_qwen2_gguf(
             w.add_tensor(name, tensor.float().numpy())
             continue
         qtype = getattr(gguf.GGMLQuantizationType, fmt)
-        if fmt in _K_QUANT_LAYOUT:
+        if fmt in _K_QUANT_SCALES:
             blocks = random_blocks(fmt, *tensor.shape, seed=len(name))
         else:
             blocks = gguf.quants.quantize(tensor.float().numpy(), qtype)
