@@ -59,12 +59,17 @@ def test_every_suite_ran(bench):
             assert task["runs"]["ngram"]["identical_vs_plain"] and task["speedup_vs_ngram"] > 0
             oracle = task["copy_oracle"]
             assert 1 <= oracle["oracle_passes"] and oracle["efficiency"] == oracle["oracle_passes"] / oracle["decode_passes"]
+            bound = task["copy_bound"]  # the least a drafter knowing the output could take (see copy_bound)
+            assert bound["any"]["cost"] <= bound["runs4"]["cost"] <= task["output_tokens"] - 1
+            assert bound["any"]["vs_ngram"] >= bound["runs4"]["vs_ngram"] > 0
     kinds = {t["kind"] for t in result["tasks"] if t["suite"] == "controls"}
     assert kinds == {"no_prediction", "garbage", "empty", "first_half"}
     expected = {(n, mode) for n in (1, 2) for mode in ("plain", "ngram", "prediction")}
     assert {(c["n"], c["mode"]) for c in result["concurrency"]} == expected
     assert {"plain", "foretell"} <= set(result["profile"])
     assert {t["target"] for t in result["summary"]["targets"]}  # targets are evaluated (met or not)
+    real = next(t for t in result["summary"]["targets"] if t["target"].startswith("real edits"))
+    assert real["threshold"] == 1.5 and "copy bound" in real["detail"]
 
 
 def test_identical_to_plain_in_fp32(bench):

@@ -16,12 +16,20 @@ from foretell.core.simulate import (
     LineBasedProposer,
     SimResult,
     SuffixAutomaton,
+    cheapest_copy,
     compare,
+    copy_oracle,
+    copy_runs,
     efficiency,
     newline_ids,
     oracle,
     simulate,
+    simulate_policy,
 )
+from foretell.config import SpeculationParams
+from foretell.core.adaptive_k import CostModel
+from foretell.core.policy import DraftPolicy
+from foretell.core.prediction import make_proposer
 
 FAST = settings(max_examples=60, deadline=None)
 seqs = st.lists(st.integers(0, 6), max_size=80)
@@ -185,3 +193,59 @@ def test_corpus_pairs_beat_the_baselines_on_average(corpus):
         ours.append(cmp.efficiency)
         first.append(cmp.first_divergence_efficiency)
     assert sum(ours) / len(ours) > 0.7 > 0.2 > sum(first) / len(first)
+
+
+# A CPU-like curve: short passes cheap, long ones compute-bound (the 1.5B's on a 2-core Zen 4, rounded).
+CURVE = CostModel({2: 1.11, 4: 1.3, 8: 1.78, 16: 2.26, 32: 3.63, 64: 7.08, 128: 13.03})
+
+
+def cheapest_by_search(runs: list[int], cost: CostModel, min_run: int) -> float:
+    """Every chain of drafts, searched exhaustively (no shared subproblems assumed)."""
+
+    def best(pos: int) -> float:
+        if pos >= len(runs):
+            return 0.0
+        reach = runs[pos] if runs[pos] >= min_run else 0
+        return min(cost.ratio(d + 1) + best(pos + d + 1) for d in range(min(reach, len(runs) - 1 - pos) + 1))
+
+    return best(0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=14), st.lists(st.integers(0, 3), max_size=14), st.integers(1, 3))
+def test_cheapest_copy_is_the_least_cost_of_every_draft_chain(pred, out, min_run):
+    runs = copy_runs([pred], out, 64)
+    assert all(r == max(brute_longest_match(pred, out, i), brute_longest_match(out[:i], out, i)) for i, r in
+               enumerate(runs))
+    bound = cheapest_copy(runs, CURVE, min_run)
+    assert bound.cost == pytest.approx(cheapest_by_search(runs, CURVE, min_run))
+    assert bound.passes <= len(out)
+    assert copy_oracle([pred], out, 64).passes <= bound.passes  # the fewest passes; the bound counts cost
+
+
+@FAST
+@given(seqs, seqs)
+def test_no_policy_decodes_for_less_than_the_copy_bound(pred, out):
+    prompt = [7, 8] + pred + [9]
+    runs = copy_runs([pred, prompt], out, 128)
+    bound = cheapest_copy(runs, CURVE)
+    for method in ("auto", "ngram"):
+        spec = SpeculationParams(prediction=tuple(pred) if method == "auto" and pred else None, method=method)
+        result = simulate_policy(DraftPolicy(make_proposer(prompt, spec), CURVE), out)
+        assert result.cost >= bound.cost - 1e-9
+    assert cheapest_copy(runs, CURVE, min_run=4).cost >= bound.cost - 1e-9  # fewer choices never cost less
+
+
+def test_cheapest_copy_prices_passes_not_counts_them():
+    """Where a pass of 9+ tokens costs far more than one of 8 (a cliff, as on some GPUs), the cheapest decode
+    of a 17-token copy takes three short passes, not the one long pass of the fewest-passes oracle; new text (no
+    copyable run) costs one pass a token."""
+    cliff = CostModel({8: 1.05, 9: 3.0, 32: 3.5})
+    out = list(range(17))
+    runs = copy_runs([out], out, 128)
+    bound = cheapest_copy(runs, cliff)
+    assert copy_oracle([out], out, 128).passes == 1
+    assert bound.passes == 3 and bound.cost == pytest.approx(2 * cliff.ratio(8) + 1.0)
+    assert bound.cost < cliff.ratio(17)  # one pass over all 17
+    assert cheapest_copy(copy_runs([[99]], [1, 2, 3], 8), cliff).cost == pytest.approx(3.0)
+    assert cheapest_copy(runs, cliff, min_run=18).cost == pytest.approx(17.0)  # no run is long enough

@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from foretell.bench.workloads import RECORDED_PATH, Task, WorkloadOptions, build_tasks, edit_tasks, verbatim_tasks
 from foretell.config import EngineConfig, SamplingParams, SpeculationParams
+from foretell.core.adaptive_k import CostModel
 from foretell.engine.api import GenerationRequest
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -321,6 +322,31 @@ def copy_oracle_efficiency(task: Task, run: RunResult, k: int) -> dict[str, Any]
             "efficiency": oracle.passes / decode_passes}
 
 
+def copy_bound(task: Task, plain: RunResult, ngram: RunResult | None, ours: RunResult, cost: CostModel,
+               k: int) -> dict[str, Any] | None:
+    """How much faster than n-gram lookup any drafter copying from the prediction, the prompt or the output so
+    far could have been on this output, on this run's cost curve: the cheapest copy decode
+    (:func:`foretell.core.simulate.cheapest_copy`) after the first token (which comes with the prefill), priced
+    at plain decoding's time per token, plus the fastest time to first token of the three runs. ``any``: every
+    copyable run drafted, however short (hindsight); ``runs4``: only runs of at least 4 tokens. An upper bound
+    on what the prediction can add over n-gram lookup on this machine (a draft model that writes new text is
+    not a copy)."""
+    decoded = plain.output_tokens - plain.first_chunk
+    if ngram is None or len(ours.token_ids) < 2 or decoded <= 0 or plain.decode_s <= 0:
+        return None
+    from foretell.core.simulate import cheapest_copy, copy_runs
+
+    runs = copy_runs([task.prediction_ids or (), task.prompt_ids], ours.token_ids, k)[1:]
+    per_token = plain.decode_s / decoded
+    ttft = min(r.ttft_s for r in (plain, ngram, ours))
+    bound: dict[str, Any] = {"per_token_s": per_token, "ttft_s": ttft}
+    for label, min_run in (("any", 1), ("runs4", 4)):
+        best = cheapest_copy(runs, cost, min_run)
+        bound[label] = {"passes": best.passes, "cost": best.cost,
+                        "vs_ngram": _ratio(ngram.wall_s, ttft + best.cost * per_token)}
+    return bound
+
+
 def token_text_fn(tokenizer) -> Callable[[int], str]:
     cache: dict[int, str] = {}
 
@@ -508,6 +534,8 @@ class Bench:
                 row["speedup_vs_ngram_rounds"] = [n / f for n, f in zip(runs["ngram"].repeats, ours.repeats)]
             row["passes_vs_ngram"] = [ours.forward_passes, runs["ngram"].forward_passes]
         row["copy_oracle"] = copy_oracle_efficiency(task, ours, self.engine.config.k_max)
+        row["copy_bound"] = copy_bound(task, plain, runs.get("ngram"), ours, self.engine.cost,
+                                       self.engine.config.k_max)
         row["decode_speedup"] = row["runs"]["foretell"]["decode_speedup_vs_plain"]
         row["acceptance_rate"] = ours.acceptance_rate
         row["draft_acceptance"] = ours.draft_acceptance

@@ -18,6 +18,7 @@ TARGETS = {
     "ceiling": 0.8,  # perfect prediction: decode speedup / max_k (k + 1) / c(k + 1)
     "corpus_alignment": 0.90,
     "edit_vs_hf_prompt_lookup": 1.5,
+    "realedit_vs_ngram": 1.5,  # real edits, geomean wall time without the prediction / with it
     "garbage": 0.98,
     "vs_ngram": 0.98,
     "concurrency8": 1.0,
@@ -63,11 +64,27 @@ def _suite_summary(rows: list[dict]) -> dict[str, Any]:
         "vs_ngram_geomean": geomean(r.get("speedup_vs_ngram") for r in rows),
         "vs_ngram_min": min((r["speedup_vs_ngram"] for r in rows if r.get("speedup_vs_ngram")), default=None),
         "copy_oracle_efficiency_mean": _mean((r.get("copy_oracle") or {}).get("efficiency") for r in rows),
+        "copy_bound_vs_ngram_geomean": {label: geomean(_bound(r, label) for r in rows) for label in ("any", "runs4")},
         "acceptance_rate_mean": _mean(r["acceptance_rate"] for r in rows),
         "draft_acceptance_mean": _mean(r.get("draft_acceptance") for r in rows),
         "identical": sum(1 for r in rows if r["identical"]),
         "alignment": _pooled_alignment(rows),
     }
+
+
+def _bound(row: dict[str, Any], label: str) -> float | None:
+    """The task's copy bound over n-gram lookup (see :func:`foretell.bench.harness.copy_bound`), if measured."""
+    return ((row.get("copy_bound") or {}).get(label) or {}).get("vs_ngram")
+
+
+def _bounds(row_or_summary: dict[str, Any], per_task: bool = True) -> str:
+    """'any / runs ≥ 4' copy bounds over n-gram lookup as a table cell."""
+    if per_task:
+        a, b = _bound(row_or_summary, "any"), _bound(row_or_summary, "runs4")
+    else:
+        geo = row_or_summary.get("copy_bound_vs_ngram_geomean") or {}
+        a, b = geo.get("any"), geo.get("runs4")
+    return "–" if a is None else f"{_x(a)} / {_x(b)}"
 
 
 def cost_ceiling(meta: dict[str, Any]) -> tuple[float, int] | None:
@@ -140,6 +157,14 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                edit["vs_hf_prompt_lookup_geomean"],
                f"ours {_x(edit['speedup_geomean'])} vs HF prompt lookup {_x(edit['hf_prompt_lookup_speedup_geomean'])}"
                f" (geomeans, each vs its own plain); corpus: {_x(corpus_vs)}")
+    real = summary.get("realedit", {})
+    if real.get("vs_ngram_geomean") is not None:
+        geo = real.get("copy_bound_vs_ngram_geomean") or {}
+        target("real edits: geomean ≥ 1.5× the same server without the prediction (n-gram on) (wall)",
+               "realedit_vs_ngram", real["vs_ngram_geomean"],
+               f"a drafter that knew the output, copying from the prediction, the prompt or the output so far, "
+               f"could reach at most {_x(geo.get('any'))} here on this run's cost curve, {_x(geo.get('runs4'))} "
+               f"drafting only runs of 4 or more tokens (copy bound)")
     if "garbage_min_speedup" in summary.get("controls", {}):
         target("garbage prediction ≥ 0.98× plain (wall)", "garbage", summary["controls"]["garbage_min_speedup"],
                "worst of the garbage controls")
@@ -224,7 +249,11 @@ def markdown(result: dict[str, Any]) -> str:
         "accepted / proposed draft tokens of all proposers (the verification work that paid off). Alignment "
         "efficiency = simulated oracle passes / our aligner's passes on (prediction, the output actually "
         "produced), k = 64; first-div. and line = the OpenAI-like and Cascade-like baselines on the same "
-        "pair. Identical = same token ids as plain decoding (in bf16 a batched verify pass may round "
+        "pair. Copy bound vs n-gram = n-gram lookup's wall time / the least wall time of any drafter that "
+        "copies from the prediction, the prompt or the output so far, knowing the output (its cheapest "
+        "decode on the run's cost curve at plain decoding's time per token, plus the time to first token): "
+        "any = every copyable run, runs ≥ 4 = only runs of at least 4 tokens; what a prediction could add "
+        "over n-gram lookup on this machine at most. Identical = same token ids as plain decoding (in bf16 a batched verify pass may round "
         "differently from a one-token pass, so a mismatch there is reported, not hidden).",
         "",
     ]
@@ -245,7 +274,8 @@ def markdown(result: dict[str, Any]) -> str:
     if main:
         lines += ["## Tasks", ""]
         header = ["task", "out tok", "plain tok/s e2e", "foretell tok/s e2e", "speedup", "decode ×",
-                  "vs n-gram", "passes ours/n-gram", "oracle eff (real passes)", "TTFT plain/ours s",
+                  "vs n-gram", "copy bound vs n-gram (any / runs ≥ 4)", "passes ours/n-gram",
+                  "oracle eff (real passes)", "TTFT plain/ours s",
                   "accept", "draft acc", "passes plain→ours", "align eff", "1st-div eff", "line eff", "HF PLD ×",
                   "ours / HF PLD", "identical"]
         rows = []
@@ -253,7 +283,7 @@ def markdown(result: dict[str, Any]) -> str:
             p, o, a = r["runs"]["plain"], r["runs"]["foretell"], r.get("alignment") or {}
             vs = r.get("passes_vs_ngram")
             rows.append([r["name"], str(r["output_tokens"]), _f(p["tok_s"], 1), _f(o["tok_s"], 1), _x(r["speedup"]),
-                         _x(r["decode_speedup"]), _vs_ngram(r), f"{vs[0]}/{vs[1]}" if vs else "–",
+                         _x(r["decode_speedup"]), _vs_ngram(r), _bounds(r), f"{vs[0]}/{vs[1]}" if vs else "–",
                          _f((r.get("copy_oracle") or {}).get("efficiency")),
                          f"{_f(p['ttft_s'])}/{_f(o['ttft_s'])}", _f(r["acceptance_rate"]),
                          _f(r.get("draft_acceptance")),
@@ -270,7 +300,7 @@ def markdown(result: dict[str, Any]) -> str:
             al = s.get("alignment") or {}
             suite_rows.append([suite, str(s["tasks"]), _x(s["speedup_geomean"]), _x(s["decode_speedup_geomean"]),
                                f"{_x(s.get('vs_ngram_geomean'))} (min {_x(s.get('vs_ngram_min'))})",
-                               _f(s.get("copy_oracle_efficiency_mean")),
+                               _bounds(s, per_task=False), _f(s.get("copy_oracle_efficiency_mean")),
                                _f(s["acceptance_rate_mean"]), _f(s.get("draft_acceptance_mean")),
                                _f(al.get("efficiency")),
                                _f(al.get("first_divergence_efficiency")), _f(al.get("line_based_efficiency")),
@@ -279,7 +309,7 @@ def markdown(result: dict[str, Any]) -> str:
         if suite_rows:
             lines += ["Per suite (geometric means; alignment pooled):", ""]
             lines += _table(["suite", "tasks", "speedup", "decode ×", "vs n-gram (geomean, min)",
-                             "oracle eff (real passes, mean)", "accept", "draft acc", "align eff",
+                             "copy bound vs n-gram (any / runs ≥ 4)", "oracle eff (real passes, mean)", "accept", "draft acc", "align eff",
                              "1st-div eff", "line eff",
                              "HF PLD ×", "ours / HF PLD", "identical"], suite_rows) + [""]
 

@@ -24,6 +24,9 @@ import bisect
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, Union
 
+import numpy as np
+
+from foretell.core.adaptive_k import CostModel
 from foretell.core.draft import Draft, Proposer
 from foretell.core.tokens import TokenClasses
 
@@ -157,15 +160,54 @@ def copy_oracle(sources: Sequence[Sequence[int]], output: Sequence[int], k: int 
     Greedy-longest stays optimal: the copyable text only grows, so the ends of the longest matches are still
     non-decreasing. The output part is searched directly (O(|O|^2) worst case, fine for benchmark sizes).
     """
+    runs = copy_runs(sources, output, k)
+    pos = passes = accepted = 0
+    while pos < len(runs):
+        passes += 1
+        accepted += runs[pos]
+        pos = min(len(runs), pos + runs[pos] + 1)
+    return SimResult(passes, accepted, accepted, len(runs))
+
+
+def copy_runs(sources: Sequence[Sequence[int]], output: Sequence[int], k: int = 64) -> list[int]:
+    """Per output position i: the longest run (<= k) starting at i that can be copied from any of ``sources``
+    or from output[:i]."""
     static = SuffixAutomaton([t for src in sources for t in [*src, -1]])  # -1 separates the sources
     output = list(output)
-    pos = passes = accepted = 0
-    while pos < len(output):
-        hits = max(static.longest_match(output, pos, k), _longest_in_prefix(output, pos, k))
-        passes += 1
-        accepted += hits
-        pos = min(len(output), pos + hits + 1)
-    return SimResult(passes, accepted, accepted, len(output))
+    return [max(static.longest_match(output, i, k), _longest_in_prefix(output, i, k)) for i in range(len(output))]
+
+
+@dataclass
+class CopyBound:
+    """The cheapest decode of an output by copying: ``cost`` in one-token passes, in ``passes``."""
+
+    passes: int
+    cost: float
+
+
+def cheapest_copy(runs: Sequence[int], cost: CostModel, min_run: int = 1) -> CopyBound:
+    """The least decode cost (one-token passes under ``cost``) of any lossless drafter whose drafts are copied
+    runs: each pass verifies a draft of d <= runs[i] tokens at position i (:func:`copy_runs`) and emits d + 1
+    tokens. It knows the output, so no drafter drawing on the same sources (a prediction aligner, n-gram
+    lookup, a token tree of their candidates) decodes for less on this cost curve: a lower bound that
+    counts what each pass costs, where :func:`copy_oracle` counts passes. ``min_run`` > 1 drafts only runs of
+    at least that many tokens (one- to three-token runs of new text are copyable only in hindsight).
+
+    Dynamic programming from the end: best[i] = min over d of ratio(d + 1) + best[i + d + 1].
+    """
+    n = len(runs)
+    best = np.zeros(n + 2)
+    passes = np.zeros(n + 2, dtype=np.int64)
+    top = max([0, *runs])
+    ratios = cost.ratios(np.arange(1, top + 2, dtype=np.float64))  # ratios[d] = t(d + 1) / t(1)
+    for i in range(n - 1, -1, -1):
+        run = runs[i] if runs[i] >= min_run else 0
+        d_max = min(run, n - 1 - i)
+        totals = ratios[: d_max + 1] + best[i + 1 : i + d_max + 2]
+        d = int(np.argmin(totals))
+        best[i] = totals[d]
+        passes[i] = 1 + passes[i + d + 1]
+    return CopyBound(int(passes[0]), float(best[0]))
 
 
 def _longest_in_prefix(output: list[int], pos: int, cap: int) -> int:
