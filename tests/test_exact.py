@@ -226,7 +226,7 @@ def test_kernel_route_sends_prompt_chunks_to_the_library_gemm_and_other_rows_to_
     dense_rows, kernel_rows = [], []
     hooks = [layer.dense.register_forward_hook(lambda m, a, out: dense_rows.append(a[0].shape[0]))]
     original = layer.kernel
-    layer.kernel = lambda x: (kernel_rows.append(x.reshape(-1, x.shape[-1]).shape[0]), original(x))[1]
+    layer.kernel = lambda x, **kw: (kernel_rows.append(x.reshape(-1, x.shape[-1]).shape[0]), original(x, **kw))[1]
     try:
         runner.forward([Segment(a, list(range(20)), num_logits=0), Segment(b, [3, 4, 5], num_logits=3),
                         Segment(new_kv(runner), list(range(7)), num_logits=2)])
@@ -330,3 +330,54 @@ def test_a_peers_calls_run_on_the_library_gemm_inside_library_linears(runner, mo
     assert outside == sum(isinstance(m, ExactKernelLinear) for m in runner.model.modules()) > 1
     assert len(calls) == 1  # the head
     assert not runner._exact_rows.library
+
+
+def test_decode_and_verify_passes_run_the_lean_loop_with_transformers_logits(runner, data, monkeypatch):
+    """On the kernel route a pass whose every row needs logits (decode steps, verify passes, several requests)
+    runs :class:`LeanDecoder`'s loop instead of transformers' forward, and its logits equal, to the bit, those of
+    transformers' forward on the same pass; a pass with a prompt chunk still runs transformers' forward."""
+    if not runner.exact_kernel:
+        pytest.skip("the padded route runs transformers' forward")
+    assert runner._lean is not None
+    forwards = []
+    real = type(runner.model).forward
+    monkeypatch.setattr(type(runner.model), "forward", lambda self, *a, **kw: forwards.append(1) or real(self, *a, **kw))
+    prompt, follow, _ = data
+    prompts = [prompt, follow[:30]]
+    kvs = [new_kv(runner) for _ in prompts]
+    for kv, prompt in zip(kvs, prompts):
+        prefill(runner, kv, prompt[:-1], 16)
+    assert len(forwards) == sum(-(-(len(p) - 1) // 16) for p in prompts)  # prompt chunks: transformers
+    forwards.clear()
+    for sizes in ([1], [5], [1, 3], [6, 1]):
+        segments = [Segment(kv, [prompt[-1]] + prompt[: n - 1], num_logits=n) for kv, prompt, n in zip(kvs, prompts, sizes)]
+        lean = [t.clone() for t in runner.forward(segments)]
+        assert not forwards  # not transformers' forward
+        saved, runner._lean = runner._lean, None
+        try:
+            reference = runner.forward(segments)
+        finally:
+            runner._lean = saved
+        assert len(forwards) == 1
+        forwards.clear()
+        assert all(torch.equal(a, b) for a, b in zip(lean, reference))
+    mixed = [Segment(kvs[0], [prompts[0][-1]], num_logits=1), Segment(new_kv(runner), prompts[1][:5], num_logits=1)]
+    runner.forward(mixed)
+    assert len(forwards) == 1  # a prompt chunk in the pass: transformers' forward
+
+
+def test_a_lean_loop_that_differs_from_transformers_is_not_used(monkeypatch, caplog):
+    """The start-up probe compares the loop with transformers' forward; a loop that is off by one ulp anywhere
+    (here: every logit nudged) is refused and the runner keeps transformers' forward."""
+    if cpu_gemm.load() is None:
+        pytest.skip("foretell's CPU kernel does not build here")
+    from foretell.engine.runner import LeanDecoder
+
+    real = LeanDecoder.__call__
+    monkeypatch.setattr(LeanDecoder, "__call__", lambda self, *a: torch.nextafter(real(self, *a), torch.tensor(1e9)))
+    with caplog.at_level("WARNING"):
+        built = ModelRunner(bf16_model(torch.float32), exact=True)
+    assert built.exact_kernel and built._lean is None
+    assert "lean decoder loop" in caplog.text
+    monkeypatch.undo()
+    assert ModelRunner(bf16_model(torch.float32), exact=True)._lean is not None

@@ -134,6 +134,8 @@ def block_format(name: str) -> str | None:
     """A mix of formats as in the packaged Q4_K_M files (K-quants where the rows are 256-multiples)."""
     if name == "token_embd.weight" or ".attn_q." in name or ".attn_k." in name or ".ffn_up." in name:
         return "Q5_0"
+    if name == "blk.0.ffn_gate.weight":  # as ffn_up: read with it in one call (SharedInputGroup)
+        return "Q5_0"
     if ".attn_v." in name or ".attn_output." in name or ".ffn_gate." in name:
         return "Q8_0"
     if ".ffn_down." in name:
@@ -215,10 +217,50 @@ def engine_for(path, blocks: bool) -> LLMEngine:
     assert not any(hasattr(m, "gguf_weight") for m in runner.model.modules())  # nothing kept twice
     if not blocks:
         for m in layers:
-            m.blocks = None
+            m.blocks = m.group = None
     config = EngineConfig(max_num_seqs=8, kv_budget_tokens=16384, prefill_chunk=32, k_max=32,
                           measure_cost_curve=False, exact=True)
     return LLMEngine(runner, loader.load_tokenizer(path), config)
+
+
+def test_siblings_that_read_one_input_take_one_call_and_give_the_same_bits(gemm, converted, monkeypatch):
+    """q and k (Q5_0; v is Q8_0) in both layers, gate and up (Q5_0) in layer 0: passes of up to 4 rows run each
+    group as one kernel call, with logits equal to the bit to those of one call per layer."""
+    from foretell.engine.kv_cache import SeqKV
+    from foretell.engine.runner import Segment, SharedInputGroup
+
+    runners = {}
+    for grouped in (True, False):
+        runner = ModelRunner(loader.load_model(converted, torch.bfloat16, "cpu"), exact=True)
+        layers = [m for m in runner.model.modules() if isinstance(m, ExactKernelLinear)]
+        if not grouped:
+            for m in layers:
+                m.group = None
+        runners[grouped] = runner
+    groups = {id(m.group): m.group for m in runners[True].model.modules() if getattr(m, "group", None)}
+    assert sorted(len(g.members) for g in groups.values()) == [2, 2, 2]
+    assert all(isinstance(g, SharedInputGroup) for g in groups.values())
+    kernel = next(m for m in runners[True].model.modules() if isinstance(m, ExactKernelLinear)).gemm
+    calls = []
+    decode = kernel._linear_q
+    monkeypatch.setattr(kernel, "_linear_q", lambda *args: calls.append(args[5]) or decode(*args))
+    rng = random.Random(1)
+    prompt = [rng.randrange(256) for _ in range(20)]
+    for n in (1, 2, 3, 4, 5):
+        tokens = [rng.randrange(256) for _ in range(n)]
+        logits, counts = {}, {}
+        for grouped, runner in runners.items():
+            kv = SeqKV(runner.kv_shape, 64, 64)
+            runner.forward([Segment(kv, prompt, 1)])
+            kv.length = len(prompt)
+            calls.clear()
+            logits[grouped] = runner.forward([Segment(kv, tokens, n)])[0]
+            counts[grouped] = len(calls)
+        assert torch.equal(logits[True], logits[False])
+        if n <= BLOCK_ROWS_MAX:
+            assert counts[False] - counts[True] == 3  # q+k twice, gate+up once
+        else:
+            assert counts[True] == counts[False] == 0  # longer passes read the bf16 weights
 
 
 def request(prompt, prediction=None, method="auto") -> GenerationRequest:

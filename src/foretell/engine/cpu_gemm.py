@@ -223,6 +223,23 @@ class CpuGemm:
         out = self._run(x, weight, bias, None, rounded=False, blocks=blocks)
         return out.reshape(*x.shape[:-1], weight.shape[0]).to(x.dtype)
 
+    def linear_blocks(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`linear` on ``blocks`` alone, for bf16 passes of at most :data:`BLOCK_ROWS_MAX` rows (the rows
+        that read blocks): no bf16 weight needed, e.g. for several layers' blocks laid end to end. ``bias``:
+        float32 [N] or None."""
+        n, k = blocks.shape
+        rows = x.reshape(-1, k).contiguous()
+        m = rows.shape[0]
+        if not self.reads_blocks or x.dtype != torch.bfloat16 or not 0 < m <= BLOCK_ROWS_MAX:
+            raise ValueError(f"linear_blocks takes 1-{BLOCK_ROWS_MAX} bf16 rows on a build that reads blocks")
+        if bias is not None and (bias.dtype != torch.float32 or bias.shape != (n,) or not bias.is_contiguous()):
+            raise ValueError(f"linear_blocks takes a contiguous float32 bias of {n} values")
+        result = torch.empty(m, n, dtype=torch.float32)
+        self._linear_q(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
+                       bias.data_ptr() if bias is not None else None, result.data_ptr(), m, n, k,
+                       torch.get_num_threads(), 0)
+        return result.reshape(*x.shape[:-1], n).to(x.dtype)
+
     def logits(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                out: torch.Tensor | None = None, blocks: GgufWeight | None = None) -> torch.Tensor:
         """``linear(x, weight, bias).float()`` for an output head, from one write: float32 ``[*, N]`` holding the
