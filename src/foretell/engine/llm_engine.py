@@ -112,7 +112,9 @@ class LLMEngine:
         if config.measure_cost_curve:
             route = ("|exact+kernel" if engine.runner.exact_kernel else "|exact") if exact else ""
             if engine.runner.block_layers:  # short passes read the GGUF blocks: another curve
-                route += f"|blocks={engine.runner.block_layers}"
+                route += f"|blocks={engine.runner.block_layers},groups={engine.runner.block_groups}"
+            if engine.runner.lean:  # decode and verify passes skip transformers' wrappers: another curve
+                route += "|lean"
             key = f"{resolved.path}|prepacked={prepacked}{route}"
             points = cached_cost_points(engine.runner, key, cache_dir() / "cost", plan)
             engine.cost = CostModel(points)

@@ -1110,6 +1110,16 @@ class ModelRunner:
         return sum(m.blocks is not None for m in self.model.modules()
                    if isinstance(m, (ExactKernelLinear, RowDispatchLinear)))
 
+    @property
+    def block_groups(self) -> int:
+        """How many :class:`SharedInputGroup` s read their blocks in one call."""
+        return len({id(m.group) for m in self.model.modules() if getattr(m, "group", None) is not None})
+
+    @property
+    def lean(self) -> bool:
+        """Whether passes whose every row needs logits run :class:`LeanDecoder`'s loop."""
+        return self._lean is not None
+
     @torch.inference_mode()
     def forward(self, segments: list[Segment], reuse_logits: bool = False) -> list[torch.Tensor]:
         """Run all segments in one pass; returns per segment float32 logits ``[num_logits, vocab]`` and
