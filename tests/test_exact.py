@@ -333,12 +333,10 @@ def test_a_peers_calls_run_on_the_library_gemm_inside_library_linears(runner, mo
 
 
 def test_decode_and_verify_passes_run_the_lean_loop_with_transformers_logits(runner, data, monkeypatch):
-    """On the kernel route a pass whose every row needs logits (decode steps, verify passes, several requests)
+    """On both routes a pass whose every row needs logits (decode steps, verify passes, several requests)
     runs :class:`LeanDecoder`'s loop instead of transformers' forward, and its logits equal, to the bit, those of
     transformers' forward on the same pass; a pass with a prompt chunk still runs transformers' forward."""
-    if not runner.exact_kernel:
-        pytest.skip("the padded route runs transformers' forward")
-    assert runner._lean is not None
+    assert runner.lean
     forwards = []
     real = type(runner.model).forward
     monkeypatch.setattr(type(runner.model), "forward", lambda self, *a, **kw: forwards.append(1) or real(self, *a, **kw))
@@ -381,3 +379,21 @@ def test_a_lean_loop_that_differs_from_transformers_is_not_used(monkeypatch, cap
     assert "lean decoder loop" in caplog.text
     monkeypatch.undo()
     assert ModelRunner(bf16_model(torch.float32), exact=True)._lean is not None
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_the_default_mode_runs_the_lean_loop_too(arch, monkeypatch):
+    """Outside exact mode (the default on a CPU with AMX) decode and verify passes take the lean loop as well,
+    with transformers' logits; a model of another kind keeps transformers' forward."""
+    runner = ModelRunner(make_tiny_model(arch, seed=2), exact=False)
+    assert runner.lean and not runner.exact
+    kv = new_kv(runner)
+    prefill(runner, kv, list(range(3, 20)), 8)
+    segment = Segment(kv, [20, 21, 22], num_logits=3)
+    lean = runner.forward([segment])[0].clone()
+    saved, runner._lean = runner._lean, None
+    assert torch.equal(runner.forward([segment])[0], lean)
+    runner._lean = saved
+    other = make_tiny_model(arch, seed=2)
+    monkeypatch.setattr(other.config, "model_type", "mistral")
+    assert not ModelRunner(other, exact=False).lean

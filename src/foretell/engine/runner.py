@@ -935,29 +935,34 @@ LEAN_MODEL_TYPES = frozenset({"qwen2", "llama"})  # decoder layers LeanDecoder r
 
 
 class LeanDecoder:
-    """Exact mode's passes in which every row needs logits (decode steps, verify passes), run as a plain loop
-    over a Llama/Qwen2-style model's decoder layers: the same modules and functions in the same order as
-    transformers' forward (its norms, its rotary embedding, :func:`_packed_attention`, each linear layer's
-    kernel rows), without the wrappers in between (keyword plumbing and deprecation checks, the per-layer
-    attention lookup, :meth:`ExactKernelLinear.forward`'s routing, the head's row selection): 2.3-2.6 ms off
-    every such pass of the 0.5B on a 2-core AMD EPYC, 7% of a one-token step (33 -> 30.7 ms). A pass with a
-    prompt chunk, or a model of another kind, goes through transformers' forward. :meth:`ModelRunner.forward`
-    uses it only after a probe at start-up gave the same logits, to the bit, as transformers' forward."""
+    """Passes on the CPU in which every row needs logits (decode steps, verify passes), run as a plain loop over
+    a Llama/Qwen2-style model's decoder layers: the same modules and functions in the same order as
+    transformers' forward (its norms, its rotary embedding, :func:`_packed_attention`, each linear layer, in
+    exact mode its kernel rows), without the wrappers in between (keyword plumbing and deprecation checks, the
+    per-layer attention lookup, the causal-mask set-up, exact mode's row routing, the head's row selection):
+    2.3-2.6 ms off every such pass of the 0.5B on a 2-core AMD EPYC, 7% of a one-token step (33 -> 30.7 ms).
+    A pass with a prompt chunk, a model of another kind, or a GPU goes through transformers' forward.
+    :class:`ModelRunner` uses it only after a probe at start-up gave the same logits, to the bit, as
+    transformers' forward."""
 
     def __init__(self, model):
         base = model.model
         self.embed, self.rotary, self.norm = base.embed_tokens, base.rotary_emb, base.norm
         self.layers = list(base.layers)
-        self.head = model.get_output_embeddings()
+        head = model.get_output_embeddings()
+        self.head = head.head_logits if isinstance(head, ExactKernelLinear) else head
         self.rotate = sys.modules[type(self.layers[0].self_attn).__module__].apply_rotary_pos_emb
-        linears = [self.head] + [getattr(layer.self_attn, name) for layer in self.layers
-                                 for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
-        linears += [getattr(layer.mlp, name) for layer in self.layers for name in ("gate_proj", "up_proj", "down_proj")]
-        if not all(isinstance(m, ExactKernelLinear) for m in linears):
-            raise TypeError("every linear layer must be exact mode's kernel layer")
-        for layer in self.layers:  # what the loop reads
-            layer.input_layernorm, layer.post_attention_layernorm, layer.mlp.act_fn
-            layer.self_attn.head_dim, layer.self_attn.scaling
+        self.steps = [self._layer_step(layer) for layer in self.layers]
+
+    @staticmethod
+    def _layer_step(layer) -> tuple:
+        """What one decoder layer's loop body calls, looked up once (an AttributeError: not this layout)."""
+        attn, mlp = layer.self_attn, layer.mlp
+        rows = lambda m: m.kernel if isinstance(m, ExactKernelLinear) else m  # noqa: E731 (exact mode: kernel rows)
+        return (layer.input_layernorm, rows(attn.q_proj), rows(attn.k_proj), rows(attn.v_proj), attn,
+                attn.head_dim, attn.scaling, getattr(attn, "sliding_window", None), rows(attn.o_proj),
+                layer.post_attention_layernorm, rows(mlp.gate_proj), rows(mlp.up_proj), mlp.act_fn,
+                rows(mlp.down_proj))
 
     @classmethod
     def build(cls, model) -> "LeanDecoder | None":
@@ -974,20 +979,20 @@ class LeanDecoder:
         h = self.embed(ids)
         cos, sin = self.rotary(h, positions)
         rows = ids.shape[1]
-        for layer in self.layers:
-            attn, mlp = layer.self_attn, layer.mlp
-            x = layer.input_layernorm(h)
-            shape = (1, rows, -1, attn.head_dim)
-            q = attn.q_proj.kernel(x).view(shape).transpose(1, 2)
-            k = attn.k_proj.kernel(x).view(shape).transpose(1, 2)
-            v = attn.v_proj.kernel(x).view(shape).transpose(1, 2)
+        for (norm1, q_proj, k_proj, v_proj, attn, head_dim, scaling, window, o_proj, norm2, gate_proj, up_proj,
+             act, down_proj) in self.steps:
+            x = norm1(h)
+            shape = (1, rows, -1, head_dim)
+            q = q_proj(x).view(shape).transpose(1, 2)
+            k = k_proj(x).view(shape).transpose(1, 2)
+            v = v_proj(x).view(shape).transpose(1, 2)
             q, k = self.rotate(q, k, cos, sin)
-            out, _ = _packed_attention(attn, q, k, v, None, scaling=attn.scaling, foretell_batch=batch,
-                                       sliding_window=getattr(attn, "sliding_window", None))
-            h = h + attn.o_proj.kernel(out.reshape(1, rows, -1).contiguous())
-            x = layer.post_attention_layernorm(h)
-            h = h + mlp.down_proj.kernel(mlp.act_fn(mlp.gate_proj.kernel(x)) * mlp.up_proj.kernel(x))
-        return self.head.head_logits(self.norm(h))[0].float()
+            out, _ = _packed_attention(attn, q, k, v, None, scaling=scaling, foretell_batch=batch,
+                                       sliding_window=window)
+            h = h + o_proj(out.reshape(1, rows, -1).contiguous())
+            x = norm2(h)
+            h = h + down_proj(act(gate_proj(x)) * up_proj(x))
+        return self.head(self.norm(h))[0].float()
 
 
 def kv_shape_of(model) -> KVShape:
@@ -1077,7 +1082,7 @@ class ModelRunner:
                                                          if isinstance(m, ExactKernelLinear)])
         detach_blocks(self.model)  # blocks the layers did not take (not exact mode's kernel route)
         self._lean: LeanDecoder | None = None
-        lean = LeanDecoder.build(self.model) if self._exact_rows is not None else None
+        lean = LeanDecoder.build(self.model) if self.device.type == "cpu" else None
         if lean is not None:
             if self._lean_matches(lean):
                 self._lean = lean
@@ -1131,12 +1136,19 @@ class ModelRunner:
         batch = _PackedBatch(segments, self.exact, self.attention_kernel, self.chunk_attention_kernel is not None)
         ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
         positions = torch.tensor([p for s in segments for p in s.positions()], device=self.device)[None]
-        if self._lean is not None and all(s.parents is None and s.num_logits == len(s.tokens) for s in segments):
-            self._exact_rows.fill(segments, reuse_logits)
+        every_row = all(s.parents is None and s.num_logits == len(s.tokens) for s in segments)
+        if self._lean is not None and every_row:  # a decode or verify pass
+            if self._exact_rows is not None:
+                self._exact_rows.fill(segments, reuse_logits)
+            if self._kept_head is not None:
+                self._kept_head.keep_logits = reuse_logits
             try:
                 return self._split(self._lean(batch, ids, positions), segments)
             finally:
-                self._exact_rows.clear()
+                if self._exact_rows is not None:
+                    self._exact_rows.clear()
+                if self._kept_head is not None:
+                    self._kept_head.keep_logits = False
         keep = [off + len(s.tokens) - s.num_logits + j for s, off in zip(segments, batch.offsets) for j in range(s.num_logits)]
         if not keep:
             keep = [batch.total - 1]
