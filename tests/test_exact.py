@@ -377,6 +377,14 @@ def test_a_lean_loop_that_differs_from_transformers_is_not_used(monkeypatch, cap
         built = ModelRunner(bf16_model(torch.float32), exact=True)
     assert built.exact_kernel and built._lean is None
     assert "lean decoder loop" in caplog.text
+    def fail(self, *a):
+        raise RuntimeError("a layout the loop does not follow")
+
+    monkeypatch.setattr(LeanDecoder, "__call__", fail)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert ModelRunner(bf16_model(torch.float32), exact=True)._lean is None  # refused, not a crash
+    assert "lean decoder loop failed" in caplog.text
     monkeypatch.undo()
     assert ModelRunner(bf16_model(torch.float32), exact=True)._lean is not None
 

@@ -1084,11 +1084,17 @@ class ModelRunner:
         self._lean: LeanDecoder | None = None
         lean = LeanDecoder.build(self.model) if self.device.type == "cpu" else None
         if lean is not None:
-            if self._lean_matches(lean):
-                self._lean = lean
+            try:
+                matches = self._lean_matches(lean)
+            except Exception as exc:  # a layout the loop does not follow after all: transformers' forward
+                log.warning("the lean decoder loop failed on this model (%s); every pass goes through "
+                            "transformers' forward", exc)
             else:
-                log.warning("the lean decoder loop's logits differ from transformers' forward for this model; "
-                            "every pass goes through transformers' forward")
+                if matches:
+                    self._lean = lean
+                else:
+                    log.warning("the lean decoder loop's logits differ from transformers' forward for this model; "
+                                "every pass goes through transformers' forward")
 
     @contextlib.contextmanager
     def library_linears(self):
@@ -1184,7 +1190,8 @@ class ModelRunner:
         """Whether ``lean`` gives transformers' forward's logits to the bit: a 7-token prompt chunk, then passes
         of 1 and 5 tokens (every row with logits), each run both ways on the same cache."""
         generator = torch.Generator().manual_seed(0)
-        tokens = torch.randint(0, self.vocab_size, (13,), generator=generator).tolist()
+        vocab = min(self.vocab_size, self.model.get_input_embeddings().weight.shape[0])
+        tokens = torch.randint(0, vocab, (13,), generator=generator).tolist()
         kv = SeqKV(self.kv_shape, capacity=16, max_capacity=16)
         self.forward([Segment(kv, tokens[:7], num_logits=0)])
         kv.length = 7
