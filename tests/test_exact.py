@@ -339,7 +339,8 @@ def test_decode_and_verify_passes_run_the_lean_loop_with_transformers_logits(run
     assert runner.lean
     forwards = []
     real = type(runner.model).forward
-    monkeypatch.setattr(type(runner.model), "forward", lambda self, *a, **kw: forwards.append(1) or real(self, *a, **kw))
+    monkeypatch.setattr(type(runner.model), "forward",
+                        lambda self, *a, **kw: forwards.append(1) or real(self, *a, **kw))
     prompt, follow, _ = data
     prompts = [prompt, follow[:30]]
     kvs = [new_kv(runner) for _ in prompts]
@@ -348,7 +349,8 @@ def test_decode_and_verify_passes_run_the_lean_loop_with_transformers_logits(run
     assert len(forwards) == sum(-(-(len(p) - 1) // 16) for p in prompts)  # prompt chunks: transformers
     forwards.clear()
     for sizes in ([1], [5], [1, 3], [6, 1]):
-        segments = [Segment(kv, [prompt[-1]] + prompt[: n - 1], num_logits=n) for kv, prompt, n in zip(kvs, prompts, sizes)]
+        segments = [Segment(kv, [prompt[-1]] + prompt[: n - 1], num_logits=n)
+                    for kv, prompt, n in zip(kvs, prompts, sizes)]
         lean = [t.clone() for t in runner.forward(segments)]
         assert not forwards  # not transformers' forward
         saved, runner._lean = runner._lean, None

@@ -253,8 +253,9 @@ def markdown(result: dict[str, Any]) -> str:
         "copies from the prediction, the prompt or the output so far, knowing the output (its cheapest "
         "decode on the run's cost curve at plain decoding's time per token, plus the time to first token): "
         "any = every copyable run, runs ≥ 4 = only runs of at least 4 tokens; what a prediction could add "
-        "over n-gram lookup on this machine at most. Identical = same token ids as plain decoding (in bf16 a batched verify pass may round "
-        "differently from a one-token pass, so a mismatch there is reported, not hidden).",
+        "over n-gram lookup on this machine at most. Identical = same token ids as plain decoding (in bf16 "
+        "a batched verify pass may round differently from a one-token pass, so a mismatch there is reported, "
+        "not hidden).",
         "",
     ]
     if summary.get("targets"):
@@ -309,7 +310,8 @@ def markdown(result: dict[str, Any]) -> str:
         if suite_rows:
             lines += ["Per suite (geometric means; alignment pooled):", ""]
             lines += _table(["suite", "tasks", "speedup", "decode ×", "vs n-gram (geomean, min)",
-                             "copy bound vs n-gram (any / runs ≥ 4)", "oracle eff (real passes, mean)", "accept", "draft acc", "align eff",
+                             "copy bound vs n-gram (any / runs ≥ 4)", "oracle eff (real passes, mean)", "accept",
+                             "draft acc", "align eff",
                              "1st-div eff", "line eff",
                              "HF PLD ×", "ours / HF PLD", "identical"], suite_rows) + [""]
 
