@@ -1,6 +1,7 @@
 """Same requests to two servers (A = old code, B = new), interleaved ABBA, with and without prediction."""
 import json, sys, time, statistics, importlib.util, openai
-spec = importlib.util.spec_from_file_location("h", "/work/main/tmp/heldout_tasks.py"); h = importlib.util.module_from_spec(spec); spec.loader.exec_module(h)
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("h", Path(__file__).parent.parent / "engine-2026-11-26-epyc-head-attention" / "heldout_tasks.py"); h = importlib.util.module_from_spec(spec); spec.loader.exec_module(h)
 A, B = (openai.OpenAI(base_url=f"http://127.0.0.1:{p}/v1", api_key="x", timeout=900) for p in (8013, 8014))
 M = A.models.list().data[0].id
 def once(c, msgs, pred, mt):

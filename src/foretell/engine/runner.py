@@ -1142,8 +1142,8 @@ class ModelRunner:
         batch = _PackedBatch(segments, self.exact, self.attention_kernel, self.chunk_attention_kernel is not None)
         ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
         positions = torch.tensor([p for s in segments for p in s.positions()], device=self.device)[None]
-        every_row = all(s.parents is None and s.num_logits == len(s.tokens) for s in segments)
-        if self._lean is not None and every_row:  # a decode or verify pass
+        if self._lean is not None and all(s.parents is None and s.num_logits == len(s.tokens) for s in segments):
+            # a decode or verify pass: every row needs logits
             if self._exact_rows is not None:
                 self._exact_rows.fill(segments, reuse_logits)
             if self._kept_head is not None:
