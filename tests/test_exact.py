@@ -407,3 +407,30 @@ def test_the_default_mode_runs_the_lean_loop_too(arch, monkeypatch):
     other = make_tiny_model(arch, seed=2)
     monkeypatch.setattr(other.config, "model_type", "mistral")
     assert not ModelRunner(other, exact=False).lean
+
+
+def test_padded_route_falls_back_to_fixed_row_blocks_where_padding_is_not_enough(monkeypatch):
+    """A GEMM whose rows depend on how many rows the call has (as oneDNN's do on a Sapphire Rapids Xeon with
+    AMX) defeats padding one-row calls to two: exact mode then runs every linear layer and norm on blocks of
+    CPU_EXACT_ROWS rows, and the probe it must pass (rows alone == rows in a pass) holds again."""
+    from foretell.engine import runner as runner_mod
+
+    linear = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda x, w, b=None: linear(x, w, b) + (
+        x.reshape(-1, x.shape[-1]).shape[0] % 5) * 1e-3)
+    monkeypatch.setattr(runner_mod, "prepack_cpu_linears", lambda model: 0)  # plain nn.Linear: the fake above
+    monkeypatch.setattr(cpu_gemm, "load", lambda: None)  # no kernel: the padded route
+    hooked_only = bf16_model(torch.float32)
+    runner_mod._hook_linears(hooked_only)
+    with pytest.raises(runner_mod.ExactModeUnavailable):  # the fake GEMM really defeats padding alone
+        runner_mod.check_row_invariance(hooked_only)
+
+    built = ModelRunner(bf16_model(torch.float32), exact=True)
+    blocks = [m for m in built.model.modules() if isinstance(m, runner_mod.FixedRows)]
+    assert blocks and {m.rows for m in blocks} == {runner_mod.CPU_EXACT_ROWS}
+    runner_mod.check_row_invariance(built.model)
+    engine = make_engine(built, make_tiny_tokenizer())
+    for prompt in ([3, 17, 5, 9, 11], [8, 40, 41, 7, 6, 2]):
+        plain = run(engine, [r := request(prompt, 30, method="none")])[r.request_id]
+        for pred in (plain, plain[:10] + [7, 8, 9] + plain[13:], [5] * 30):
+            assert run(engine, [r := request(prompt, 30, prediction=pred)])[r.request_id] == plain

@@ -6,6 +6,7 @@ The end-to-end tests against a real vLLM server are in tests/test_vllm_server.py
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -38,8 +39,11 @@ def test_package_imports_without_vllm():
 def test_version_pin_names_supported_versions():
     assert check_version("0.32.0") == "0.32.0"
     assert check_version("0.32.0+cpu") == "0.32.0+cpu"
-    with pytest.raises(UnsupportedVLLMVersion, match=r"supports vLLM 0\.32\.0 only \(found 0\.31\.1\)"):
-        check_version("0.31.1")
+    assert check_version("0.26.0") == "0.26.0"  # the CUDA release that pins torch 2.11 (docs/GPU.md)
+    for other in ("0.31.1", "0.27.0", "0.33.0"):
+        with pytest.raises(UnsupportedVLLMVersion,
+                           match=rf"supports vLLM 0\.26\.0, 0\.32\.0 only \(found {re.escape(other)}\)"):
+            check_version(other)
 
 
 # -- requests ----------------------------------------------------------------------------------------
@@ -128,6 +132,22 @@ def test_launcher_passes_vllm_options_through():
     own = vllm_argv(args, ["--speculative-config", '{"method": "ngram"}'])
     assert own.count("--speculative-config") == 1 and own[-1] == '{"method": "ngram"}'
     assert argv[argv.index("--served-model-name") + 1: argv.index("--host")] == ["qwen", "default"]
+
+
+def test_launcher_asks_for_per_request_metrics_only_where_the_release_has_them(monkeypatch):
+    """vLLM 0.26.0 has no --per-request-spec-decode-metrics (it would refuse the unknown option); 0.32.0 has."""
+    args, extra = build_parser().parse_known_args(["--model", "/m/qwen"])
+    assert "--per-request-spec-decode-metrics" in vllm_argv(args, extra, "0.32.0+cpu")
+    assert "--per-request-spec-decode-metrics" not in vllm_argv(args, extra, "0.26.0")
+    from foretell.bench import peers
+
+    monkeypatch.setattr(peers, "venv_vllm_version", lambda python: "0.26.0")
+    monkeypatch.setenv("FORETELL_VLLM_EXTRA_ARGS", "--enforce-eager --gpu-memory-utilization 0.5")
+    cmd = peers.VLLMServer("/m/qwen", "bfloat16", mode="ngram").command()
+    assert "--per-request-spec-decode-metrics" not in cmd and '"method": "ngram"' in " ".join(cmd)
+    assert cmd[-3:] == ["--enforce-eager", "--gpu-memory-utilization", "0.5"]
+    monkeypatch.setattr(peers, "venv_vllm_version", lambda python: "0.32.0")
+    assert "--per-request-spec-decode-metrics" in peers.VLLMServer("/m/qwen", "bfloat16", mode="ngram").command()
 
 
 def test_a_packaged_model_on_vllm_answers_to_the_names_the_embedded_server_takes():

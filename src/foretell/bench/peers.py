@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -97,6 +99,22 @@ def vllm_available(venv: Path = VLLM_VENV) -> bool:
     return (venv / "bin" / "python").exists()
 
 
+@functools.lru_cache(maxsize=None)
+def venv_vllm_version(python: str) -> str:
+    """The vLLM release that ``python`` (the vLLM environment's interpreter) imports ("" if it cannot)."""
+    done = subprocess.run([python, "-c", "import vllm; print(vllm.__version__)"], capture_output=True, text=True,
+                          timeout=600)
+    lines = done.stdout.split()
+    return lines[-1] if done.returncode == 0 and lines else ""
+
+
+def vllm_extra_args() -> list[str]:
+    """Options added to every vLLM server the bench (and the end-to-end test) starts, from
+    ``FORETELL_VLLM_EXTRA_ARGS`` (shell words), e.g. ``--enforce-eager --gpu-memory-utilization 0.5`` on a GPU
+    that the embedded engine shares."""
+    return shlex.split(os.environ.get("FORETELL_VLLM_EXTRA_ARGS", ""))
+
+
 class VLLMServer:
     """A vLLM OpenAI-compatible server in ``.venv-vllm``: ``mode`` plain (no speculation), ngram (vLLM's own
     prompt lookup, k = ``num_tokens``) or foretell (foretell's plugin, ``python -m
@@ -123,17 +141,21 @@ class VLLMServer:
                   "--no-enable-prefix-caching"]
         if self.mode == "foretell":
             return [python, "-m", "foretell.integrations.vllm.serve", "--model", self.model_dir,
-                    "--served-model-name", "bench", "--k", str(self.num_tokens), *common]
+                    "--served-model-name", "bench", "--k", str(self.num_tokens), *common, *vllm_extra_args()]
         cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_dir,
                "--served-model-name", "bench", *common]
         if self.mode == "ngram":
+            from foretell.integrations.vllm.adapter import per_request_metrics_args
+
             cmd += ["--speculative-config", json.dumps(
                 {"method": "ngram", "num_speculative_tokens": self.num_tokens, "prompt_lookup_max": 4,
-                 "prompt_lookup_min": 1}), "--per-request-spec-decode-metrics", "summary"]
-        return cmd
+                 "prompt_lookup_min": 1}), *per_request_metrics_args(venv_vllm_version(python))]
+        return cmd + vllm_extra_args()
 
     def __enter__(self) -> "VLLMServer":
-        env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
+        import torch
+
+        env = dict(os.environ) if torch.cuda.is_available() else {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env)

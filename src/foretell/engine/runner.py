@@ -863,12 +863,16 @@ class FixedRows(torch.nn.Module):
 
 
 GPU_EXACT_ROWS = 64  # exact mode's block on a GPU (FixedRows): a decode step's one row is padded to this many
+CPU_EXACT_ROWS = 16  # the CPU's last resort when padding one-row calls is not enough (see make_row_invariant)
 
 
 def fix_rows(model, rows: int = GPU_EXACT_ROWS) -> int:
-    """Wrap every plain ``nn.Linear`` and every RMSNorm of ``model`` in :class:`FixedRows`; returns how many."""
-    return _swap_linears(model, lambda child: FixedRows(child, rows),
-                         also=lambda child: type(child).__name__.endswith("RMSNorm"))
+    """Wrap every linear layer (plain, oneDNN's or widened) and every RMSNorm of ``model`` in :class:`FixedRows`;
+    returns how many."""
+    from torch.utils.mkldnn import MkldnnLinear
+
+    return _swap_linears(model, lambda child: FixedRows(child, rows), also=lambda child: isinstance(
+        child, (MkldnnLinear, _Fp32Linear)) or type(child).__name__.endswith("RMSNorm"))
 
 
 def make_row_invariant(model) -> int:
@@ -876,8 +880,10 @@ def make_row_invariant(model) -> int:
     layers were hooked or wrapped. On a GPU every linear layer and norm runs on fixed blocks of rows
     (:class:`FixedRows`). On a CPU no call runs on a single row (hooks pad it to two), and where this
     machine's GEMM for the model's dtype still lets rows depend on each other (bf16 on a CPU without native
-    bf16), the layers compute in fp32 with oneDNN (:func:`widen_cpu_linears`). Raises
-    :class:`ExactModeUnavailable` where neither holds (:func:`check_row_invariance`)."""
+    bf16), the layers compute in fp32 with oneDNN (:func:`widen_cpu_linears`). Where that is not enough either
+    (oneDNN's bf16 and fp32 GEMMs on a Sapphire Rapids Xeon with AMX pick kernels by the number of rows), every
+    linear layer and norm runs on blocks of :data:`CPU_EXACT_ROWS` rows, as on a GPU. Raises
+    :class:`ExactModeUnavailable` where none holds (:func:`check_row_invariance`)."""
     if next(model.parameters()).device.type == "cuda":
         wrapped = fix_rows(model, GPU_EXACT_ROWS)
         check_row_invariance(model, rows=2 * GPU_EXACT_ROWS + 9)
@@ -886,14 +892,24 @@ def make_row_invariant(model) -> int:
     handles = _hook_linears(model)
     try:
         check_row_invariance(model)
+        return len(handles) // 2
     except ExactModeUnavailable:
-        if widen_cpu_linears(model) == 0:
-            raise
-        for handle in handles:
-            handle.remove()
+        _remove(handles)
+    if widen_cpu_linears(model):
         handles = _hook_linears(model)
-        check_row_invariance(model)
-    return len(handles) // 2
+        try:
+            check_row_invariance(model)
+            return len(handles) // 2
+        except ExactModeUnavailable:
+            _remove(handles)
+    wrapped = fix_rows(model, CPU_EXACT_ROWS)
+    check_row_invariance(model, rows=2 * CPU_EXACT_ROWS + 9)
+    return wrapped
+
+
+def _remove(handles: list) -> None:
+    for handle in handles:
+        handle.remove()
 
 
 def _hook_linears(model) -> list:

