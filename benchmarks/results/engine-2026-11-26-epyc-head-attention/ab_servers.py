@@ -1,6 +1,10 @@
-"""Same requests to two servers (A = old code, B = new), interleaved ABBA, with and without prediction."""
-import json, time, statistics, openai
-import heldout_tasks as h
+"""Same requests to two servers (A = old code, B = new), interleaved ABBA, with and without prediction.
+
+    python ab_servers.py [TASK,TASK,...]   (default: every held-out task)
+"""
+import json, sys, time, statistics, importlib.util, openai
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("h", Path(__file__).with_name("heldout_tasks.py")); h = importlib.util.module_from_spec(spec); spec.loader.exec_module(h)
 A, B = (openai.OpenAI(base_url=f"http://127.0.0.1:{p}/v1", api_key="x", timeout=900) for p in (8013, 8014))
 M = A.models.list().data[0].id
 def once(c, msgs, pred, mt):
@@ -8,7 +12,9 @@ def once(c, msgs, pred, mt):
     if pred is not None: kw["prediction"] = {"type": "content", "content": pred}
     t = time.perf_counter(); r = c.chat.completions.create(**kw); return time.perf_counter() - t, r.choices[0].message.content
 tot = {}
+ONLY = sys.argv[1].split(",") if len(sys.argv) > 1 else None
 for name, path, lang, instr, style in h.T:
+    if ONLY and name not in ONLY: continue
     code = open(path).read(); msgs = h.messages(style, lang, code, instr)
     for c in (A, B): once(c, msgs, None, 1)
     row = {"name": name}
