@@ -394,16 +394,28 @@ def test_a_lean_loop_that_differs_from_transformers_is_not_used(monkeypatch, cap
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 def test_the_default_mode_runs_the_lean_loop_too(arch, monkeypatch):
     """Outside exact mode (the default on a CPU with AMX) decode and verify passes take the lean loop as well,
-    with transformers' logits; a model of another kind keeps transformers' forward."""
+    token trees included (two drafts verified together), with transformers' logits; a model of another kind
+    keeps transformers' forward."""
     runner = ModelRunner(make_tiny_model(arch, seed=2), exact=False)
     assert runner.lean and not runner.exact
+    forwards = []
+    real = type(runner.model).forward
+    monkeypatch.setattr(type(runner.model), "forward",
+                        lambda self, *a, **kw: forwards.append(1) or real(self, *a, **kw))
     kv = new_kv(runner)
     prefill(runner, kv, list(range(3, 20)), 8)
-    segment = Segment(kv, [20, 21, 22], num_logits=3)
-    lean = runner.forward([segment])[0].clone()
-    saved, runner._lean = runner._lean, None
-    assert torch.equal(runner.forward([segment])[0], lean)
-    runner._lean = saved
+    tree = Segment(kv, [20, 21, 22, 30, 31, 32], num_logits=6, parents=[-1, 0, 0, 2, -1])
+    for segment in (Segment(kv, [20, 21, 22], num_logits=3), tree):
+        forwards.clear()
+        lean = runner.forward([segment])[0].clone()
+        assert not forwards  # the lean loop, not transformers' forward
+        saved, runner._lean = runner._lean, None
+        assert torch.equal(runner.forward([segment])[0], lean)
+        runner._lean = saved
+    # the tree's rows are its branches' rows: node 3 (after 20, 21) as a chain 20 21 30 gives its logits
+    chain = runner.forward([Segment(kv, [20, 21, 30], num_logits=3)])[0]
+    assert torch.allclose(lean[[0, 1, 3]], chain, atol=1e-4)
+    monkeypatch.undo()
     other = make_tiny_model(arch, seed=2)
     monkeypatch.setattr(other.config, "model_type", "mistral")
     assert not ModelRunner(other, exact=False).lean

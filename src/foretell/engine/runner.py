@@ -951,13 +951,17 @@ LEAN_MODEL_TYPES = frozenset({"qwen2", "llama"})  # decoder layers LeanDecoder r
 
 
 class LeanDecoder:
-    """Passes on the CPU in which every row needs logits (decode steps, verify passes), run as a plain loop over
+    """Passes on the CPU in which every row needs logits (decode steps, verify passes of chains and of token trees,
+    whose mask :func:`_packed_attention` builds), run as a plain loop over
     a Llama/Qwen2-style model's decoder layers: the same modules and functions in the same order as
     transformers' forward (its norms, its rotary embedding, :func:`_packed_attention`, each linear layer, in
     exact mode its kernel rows), without the wrappers in between (keyword plumbing and deprecation checks, the
     per-layer attention lookup, the causal-mask set-up, exact mode's row routing, the head's row selection):
     2.3-2.6 ms off every such pass of the 0.5B on a 2-core AMD EPYC, 7% of a one-token step (33 -> 30.7 ms).
-    A pass with a prompt chunk, a model of another kind, or a GPU goes through transformers' forward.
+    A pass with a prompt chunk, a model of another kind, or a GPU goes through transformers' forward. Token trees
+    went that way too until 2026-11-26: on a 2-core Sapphire Rapids (0.5B, bf16) such a pass took 132 ms against
+    73 ms for a chain of about the same size, and a garbage prediction's spare branches (none accepted) put 26 of
+    them into one 256-token request; through the loop they cost what chains do (64-74 ms).
     :class:`ModelRunner` uses it only after a probe at start-up gave the same logits, to the bit, as
     transformers' forward."""
 
@@ -1160,8 +1164,8 @@ class ModelRunner:
         batch = _PackedBatch(segments, self.exact, self.attention_kernel, self.chunk_attention_kernel is not None)
         ids = torch.tensor([t for s in segments for t in s.tokens], device=self.device)[None]
         positions = torch.tensor([p for s in segments for p in s.positions()], device=self.device)[None]
-        if self._lean is not None and all(s.parents is None and s.num_logits == len(s.tokens) for s in segments):
-            # a decode or verify pass: every row needs logits
+        if self._lean is not None and all(s.num_logits == len(s.tokens) for s in segments):
+            # a decode or verify pass, chains or token trees: every row needs logits
             if self._exact_rows is not None:
                 self._exact_rows.fill(segments, reuse_logits)
             if self._kept_head is not None:
@@ -1206,15 +1210,18 @@ class ModelRunner:
 
     def _lean_matches(self, lean: LeanDecoder) -> bool:
         """Whether ``lean`` gives transformers' forward's logits to the bit: a 7-token prompt chunk, then passes
-        of 1 and 5 tokens (every row with logits), each run both ways on the same cache."""
+        of 1 and 5 tokens (every row with logits) and a token tree (a pending token and two branches that part
+        after one node; not in exact mode, which verifies chains only), each run both ways on the same cache."""
         generator = torch.Generator().manual_seed(0)
         vocab = min(self.vocab_size, self.model.get_input_embeddings().weight.shape[0])
-        tokens = torch.randint(0, vocab, (13,), generator=generator).tolist()
-        kv = SeqKV(self.kv_shape, capacity=16, max_capacity=16)
+        tokens = torch.randint(0, vocab, (18,), generator=generator).tolist()
+        kv = SeqKV(self.kv_shape, capacity=24, max_capacity=24)
         self.forward([Segment(kv, tokens[:7], num_logits=0)])
         kv.length = 7
-        for start, end in ((7, 8), (8, 13)):
-            segment = Segment(kv, tokens[start:end], num_logits=end - start)
+        tree = [-1, 0, 0, 2]  # the nodes' parents (-1: the pending token): branches n0-n1 and n0-n2-n3
+        passes = ((7, 8, None), (8, 13, None)) + (() if self.exact else ((13, 18, tree),))  # exact: chains only
+        for start, end, parents in passes:
+            segment = Segment(kv, tokens[start:end], num_logits=end - start, parents=parents)
             expected = self.forward([segment])[0].clone()  # self._lean is None yet: transformers' forward
             self._lean = lean
             try:
