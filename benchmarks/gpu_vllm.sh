@@ -15,7 +15,7 @@
 # .venv-vllm/bin/python becomes a wrapper: the image's python3 (torch 2.11.0+cu130) with vsite, deps and src on
 # its path; foretell's own process runs the same python3 with tf, deps and src.
 #
-#   benchmarks/gpu_vllm.sh probe | setup | test | bench | all
+#   benchmarks/gpu_vllm.sh probe | setup | test | bench | all     (GPU_VLLM_SUITE=realedit trims the bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -85,7 +85,7 @@ run_test() {
 run_bench() {
   stage bench
   FORETELL_VLLM_EXTRA_ARGS="--enforce-eager --gpu-memory-utilization 0.5" timeout -k 10 420 env PYTHONPATH=$FORETELL_PATH \
-    python3 -m foretell.cli bench --engine vllm --suite realedit,verbatim,concurrency --concurrency 8 \
+    python3 -m foretell.cli bench --engine vllm --suite "${GPU_VLLM_SUITE:-realedit,verbatim,concurrency}" --concurrency 8 \
     --max-tokens 256 --no-progress --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log"
   cp /tmp/foretell-bench-vllm-*.log "$OUT/" 2>/dev/null || true
 }
