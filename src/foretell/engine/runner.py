@@ -1211,7 +1211,7 @@ class ModelRunner:
     def _lean_matches(self, lean: LeanDecoder) -> bool:
         """Whether ``lean`` gives transformers' forward's logits to the bit: a 7-token prompt chunk, then passes
         of 1 and 5 tokens (every row with logits) and a token tree (a pending token and two branches that part
-        after one node; not in exact mode, which verifies chains only), each run both ways on the same cache."""
+        after one node; where trees are verified at all), each run both ways on the same cache."""
         generator = torch.Generator().manual_seed(0)
         vocab = min(self.vocab_size, self.model.get_input_embeddings().weight.shape[0])
         tokens = torch.randint(0, vocab, (18,), generator=generator).tolist()
@@ -1219,7 +1219,9 @@ class ModelRunner:
         self.forward([Segment(kv, tokens[:7], num_logits=0)])
         kv.length = 7
         tree = [-1, 0, 0, 2]  # the nodes' parents (-1: the pending token): branches n0-n1 and n0-n2-n3
-        passes = ((7, 8, None), (8, 13, None)) + (() if self.exact else ((13, 18, tree),))  # exact: chains only
+        # exact mode verifies chains only, and sliding-window attention takes no trees
+        trees = not self.exact and not any(getattr(layer.self_attn, "sliding_window", None) for layer in lean.layers)
+        passes = ((7, 8, None), (8, 13, None)) + (((13, 18, tree),) if trees else ())
         for start, end, parents in passes:
             segment = Segment(kv, tokens[start:end], num_logits=end - start, parents=parents)
             expected = self.forward([segment])[0].clone()  # self._lean is None yet: transformers' forward
