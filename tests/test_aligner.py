@@ -390,3 +390,114 @@ def test_a_reanchor_drafts_in_its_own_context_until_the_output_follows_it():
     trusting = PredictionAligner(pred, config=AlignerConfig(confirm_tokens=0))
     trusting.observe(pred[:30] + [7, 8, 9] + pred[60:64])
     assert trusting.aligned and trusting.context() == "prediction/aligned"
+
+
+def test_a_false_anchor_back_in_the_file_is_undone_when_the_output_leaves_it():
+    """New text can share a phrase with an earlier part of the file (": int =" of a type hint added to a def
+    line, and of a dataclass field above it). Four tokens of it re-anchor there; when the output leaves that
+    anchor again at once, the aligner goes on from where the output departed, not from the false anchor."""
+    head = [50, 51, 52, 53, 60, 61, 62]  # the shared phrase 50..53 early in the file
+    body = list(range(100, 160))  # a long stretch of distinct tokens
+    after = [70, 71, 72, 73, 74, 75, 76, 77]  # what follows the edit point
+    pred = head + body + after
+    departed = len(head) + len(body)
+    aligner = PredictionAligner(pred)
+    aligner.observe(head + body)  # aligned through the body
+    aligner.observe([50, 51, 52, 53])  # inserted text that repeats the head's phrase: a jump back
+    assert aligner.aligned and aligner.position == 4  # re-anchored back there (not yet confirmed)
+    aligner.observe([99])  # the output leaves the false anchor at once (P[4] = 60 was its next token)
+    assert not aligner.aligned
+    assert aligner.last_matched == departed  # the divergence is measured from the edit point again
+    assert aligner.propose(4).tokens == after[:4]  # an insertion: continue at the departure point
+    aligner.observe(after)
+    assert aligner.aligned and aligner.propose(8).tokens == []  # followed to the end
+
+
+def test_a_confirmed_jump_back_stays():
+    """A moved block: once the output follows the earlier part for ``confirm_tokens`` more tokens, the jump
+    back is the new anchor and a later departure is measured from there."""
+    head = [50, 51, 52, 53, 60, 61, 62, 63, 64, 65]
+    body = list(range(100, 160))
+    pred = head + body + [70, 71]
+    aligner = PredictionAligner(pred)
+    aligner.observe(head + body)
+    aligner.observe([50, 51, 52, 53, 60, 61, 62, 63])  # 4 to re-anchor, 4 more confirm it
+    aligner.observe([99])
+    assert not aligner.aligned and aligner.last_matched == 8
+
+
+NL = 9  # the line-break token of the closer tests
+
+
+def docstring_edit(functions: int, closer: int = 50) -> tuple[list[int], list[int]]:
+    """(prediction, output): ``functions`` def lines, each followed by a body line; the output inserts a
+    three-line docstring after every def line (prose lines of tokens not in the prediction, then the closer
+    line ``closer, NL``) and keeps every body."""
+    pred, out = [], []
+    for f in range(functions):
+        define, body = [10 + f * 3, 11 + f * 3, 12 + f * 3, NL], [200 + f * 5 + j for j in range(4)] + [NL]
+        doc = [300 + f * 7, 301 + f * 7, NL, 302 + f * 7, 303 + f * 7, 304 + f * 7, NL, closer, NL]
+        pred += define + body
+        out += define + doc + body
+    return pred, out
+
+
+def test_an_insertion_ending_like_the_last_one_rejoins_the_line_it_left():
+    """Docstrings added to every function: after the first one the output rejoined its function's body; its
+    closing line is learnt, and the next docstring that closes the same way drafts the departure line as
+    ``prediction/rejoin``, while line breaks inside the docstring stay plain line guesses."""
+    pred, out = docstring_edit(3)
+    aligner = PredictionAligner(pred, newline_ids={NL})
+    first = len(out) // 3
+    aligner.observe(out[:first])  # def, docstring, body of the first function
+    assert aligner.aligned
+    second = out[first:2 * first]
+    aligner.observe(second[:4 + 3])  # def line, then the docstring's first line
+    assert not aligner.aligned and aligner.context() != "prediction/rejoin"
+    aligner.observe(second[7:11])  # its second line
+    assert aligner.context() != "prediction/rejoin"
+    aligner.observe(second[11:13])  # the closing line the first docstring ended with
+    assert aligner.context() == "prediction/rejoin"
+    assert aligner.propose(5).tokens == pred[13:18]  # the second function's body
+
+    plain = PredictionAligner(pred, newline_ids={NL}, config=AlignerConfig(learn_closers=False))
+    plain.observe(out[:first] + second[:13])
+    assert plain.context() != "prediction/rejoin"
+
+
+def test_learnt_closers_cost_less_under_the_draft_policy():
+    """The policy learns the acceptance of rejoins apart from the line guesses inside a block (which fail at
+    every line but the last): simulated with a cost curve, the docstring edit costs less with closers learnt."""
+    from foretell.core.adaptive_k import CostModel
+    from foretell.core.policy import DraftPolicy
+    from foretell.core.simulate import simulate_policy
+
+    pred, out = docstring_edit(12)
+    cost = CostModel({2: 1.15, 4: 1.4, 8: 1.9, 16: 1.9, 32: 2.6, 64: 2.7, 128: 3.7})  # the 1.5B's, SPR
+    costs = {}
+    for learn in (True, False):
+        proposer = PredictionProposer(pred, config=AlignerConfig(learn_closers=learn), newline_ids={NL})
+        costs[learn] = simulate_policy(DraftPolicy(proposer, cost), out).cost
+    assert costs[True] < 0.95 * costs[False]
+
+
+def test_the_line_after_an_edited_line_drafts_in_a_context_of_its_own():
+    """Type hints added to a def line: the output leaves the line in its middle and closes it with a line break
+    of its own. The next prediction line is then guessed as ``prediction/line`` (its acceptance is learnt apart
+    from the guesses inside inserted blocks); a line break inside an inserted block (the output left P at a line
+    start) or after a second output line stays a plain guess."""
+    colon = 8  # the prediction's lines end with a line-break token ("):\n") the output does not use
+    define, body = [10, 11, 12, 13, colon], [20, 21, 22, 23, colon]
+    pred = define + body + [30, 31, 32, colon]
+    newlines = {NL, colon}
+    edited = PredictionAligner(pred, newline_ids=newlines)
+    edited.observe([10, 11, 12, 40, 41, 42, NL])  # "(self, sku):" -> "(self, sku: str) -> None:"
+    assert not edited.aligned and edited.context() == "prediction/line"
+    assert edited.propose(5).tokens == body
+    edited.observe([43, NL])  # a second new line: the edited line was not the whole edit
+    assert edited.context() != "prediction/line"
+
+    inserted = PredictionAligner(pred, newline_ids=newlines)
+    inserted.observe(define + [44, 45, NL])  # a line inserted before the body: the output left P at a line start
+    assert not inserted.aligned and inserted.context() != "prediction/line"
+    assert inserted.propose(5).tokens == body  # the same guess, in the guesses' context

@@ -22,6 +22,12 @@ proposes from the best one until one is strong enough to become the new anchor.
   one refusal. The aligner follows the output through a rewrite without leaving alignment.
 - Small edits right after a good run (substitution, short insertion or deletion, two tokens merged into one)
   re-anchor after a single matching token.
+- A jump back to an earlier part of P that the output leaves again within ``confirm_tokens`` is undone: the
+  search goes on from where the output departed (new text often shares a phrase with an earlier part).
+- An edited line (left in its middle) that the output closes with a line break: the next line is guessed in
+  a context of its own (``prediction/line``: the policy learns its acceptance apart from other guesses).
+- Inserted blocks: the last line of a block after which the output rejoined the line it departed from (a
+  docstring's closing quotes) is learnt; the next block that ends with it rejoins at once.
 - Blocks jumped over are remembered: when the output reaches the end of P, the earliest one is guessed next
   (a moved block).
 - Drafts backed by weak evidence are short (``weak_cap`` doubling per ``cap_bits`` of score): a wrong anchor
@@ -90,6 +96,10 @@ class AlignerConfig:
     Draft length: ``weak_cap`` doubled per ``cap_bits`` of score (4, 8, 16, ... tokens), unbounded once
     aligned.
 
+    Closers (``learn_closers``): the last line of an inserted block after which the output rejoined the line
+    it departed from (a docstring's closing quotes); when a later insertion ends with it, the departure line
+    is guessed at ``learnt_score`` and drafts as ``prediction/rejoin``.
+
     Rewrites (``learn_rewrites``): substitutions of at most ``rewrite_span`` prediction tokens by at most
     ``rewrite_span`` output tokens (or insertions after one token) are learnt and applied to drafts
     until the output keeps the prediction's tokens where a rewrite would apply.
@@ -117,6 +127,7 @@ class AlignerConfig:
     cap_bits: float = 2.0
     learn_edits: bool = True
     learn_rewrites: bool = True
+    learn_closers: bool = True
     rewrite_span: int = 6
     anchored_evidence: int = 3
     confirm_tokens: int = 4
@@ -286,7 +297,10 @@ class PredictionAligner(Proposer):
         self._hyps: dict[int, tuple[int, float]] = {}  # cursor -> (matched tokens, bits) right before it
         self._edits: dict[tuple[int | None, tuple[int, ...]], int] = {}  # (P[m] or None, output) -> skipped
         self._skipped: list[tuple[int, int]] = []  # prediction blocks jumped over, [lo, hi)
+        self._jumped_from: tuple | None = None  # the diverged state a backward re-anchor left (:meth:`_reanchor`)
         self._rewrites = _Rewrites()  # substitutions seen, applied to drafts
+        self._closers: set[tuple[int, ...]] = set()  # last lines of inserted blocks the output rejoined after
+        self._guess_kind: str | None = None  # "rejoin" or "line": what the guess drafting next is (:meth:`_guess`)
         self._best: tuple[int, int] = (0 if self._pred else -1, self._run)  # (draft start, evidence)
         self._best_score = math.inf
         self._top: tuple[float, int, int, float] | None = None  # best hypothesis: (score, -cursor, tokens, bits)
@@ -355,13 +369,17 @@ class PredictionAligner(Proposer):
     def context(self) -> str:
         """``prediction/aligned`` while following the prediction, ``prediction/anchored`` on a hypothesis
         scoring at least ``anchor_score`` with ``anchored_evidence`` matched tokens, ``prediction/tentative``
-        on one with fewer, ``prediction/guess`` on a weaker one or a bare guess."""
+        on one with fewer, ``prediction/rejoin`` on the departure line after a learnt closer (see
+        :class:`AlignerConfig`), ``prediction/line`` on the next line once the output closed a line it left
+        in its middle, ``prediction/guess`` on a weaker one or a bare guess."""
         if self._aligned:
             if not self._out:
                 return "prediction/start"
             return "prediction/reanchored" if self._confirm_left > 0 else "prediction/aligned"
         if not self.has_anchor:
             return "prediction/guess"
+        if self._guess_kind and self.evidence == 0:
+            return f"prediction/{self._guess_kind}"
         return "prediction/anchored" if self.evidence >= self.config.anchored_evidence else "prediction/tentative"
 
     def propose(self, k: int) -> Draft:
@@ -429,11 +447,16 @@ class PredictionAligner(Proposer):
 
     def _diverge(self) -> None:
         self._aligned = False
-        self._anchor = self._cursor
-        self._prior_run = self._run
-        self._since = 0
         self._hyps = {}
         self._top = None
+        if self._confirm_left > 0 and self._jumped_from is not None:  # a backward re-anchor refused at once
+            self._anchor, self._prior_run, since, seen, self._skipped = self._jumped_from
+            self._since = since + len(self._out) - seen
+        else:
+            self._anchor = self._cursor
+            self._prior_run = self._run
+            self._since = 0
+        self._jumped_from = None
 
     def _step_diverged(self, token: int) -> None:
         """Extend the hypotheses that predicted ``token``, add new ones where it occurs (searching wide only
@@ -463,6 +486,7 @@ class PredictionAligner(Proposer):
         strong = evidence >= cfg.reanchor_evidence and strict >= cfg.reanchor_min_bits
         if strong or strict >= cfg.reanchor_bits or self._bridges(cursor, evidence):
             self._learn_edit(cursor, evidence)
+            self._learn_closer(cursor, evidence)
             self._reanchor(cursor, evidence)
 
     def _bridges(self, cursor: int, evidence: int) -> bool:
@@ -492,11 +516,44 @@ class PredictionAligner(Proposer):
         elif m >= 1 and self._prior_run >= 1 and inserted < span:  # an insertion after the matched P[m - 1]
             self._rewrites.count((self._pred[m - 1],), (self._pred[m - 1],) + emitted)
 
+    def _learn_closer(self, cursor: int, evidence: int) -> None:
+        """Where the output rejoins the prediction at the line it departed from after inserting whole lines
+        (a docstring, a comment block, a logged line), remember the inserted block's last line (e.g. the
+        closing quotes of a docstring): the next insertion that ends with that line is guessed to rejoin the
+        same way (:meth:`_guess`), where a line guess inside the block is usually wrong."""
+        rejoined = self._line_start(self._anchor)  # the departure line's start (or the departure point)
+        inserted = self._since - (cursor - rejoined)  # output tokens before the one matching P[rejoined]
+        covered = cursor - evidence <= rejoined < cursor  # the re-entry's matched tokens include P[rejoined]
+        if not (self._newline and self.config.learn_closers and covered) or inserted < 2:
+            return
+        block = self._out[-self._since:][:inserted]
+        line = self._last_line(block)
+        if line is not None and len(self._closers) < 16:
+            self._closers.add(line)
+
+    def _last_line(self, tokens: list[int]) -> tuple[int, ...] | None:
+        """The last line of ``tokens`` when they end with a line break (the tokens after the line break
+        before it, up to and with it), else None."""
+        if not tokens or tokens[-1] not in self._newline:
+            return None
+        begin = len(tokens) - 1
+        while begin > 0 and tokens[begin - 1] not in self._newline:
+            begin -= 1
+        return tuple(tokens[begin:])
+
     def _reanchor(self, cursor: int, evidence: int) -> None:
         # the first anchor of an output that opened with other text (a reply's preamble) is trusted at once
         self._confirm_left = self.config.confirm_tokens if self._matched > 0 else 0
         self._matched += min(evidence, self._since)  # the matched tokens seen while diverged
         start = cursor - evidence
+        # A jump back that the output leaves again before it is confirmed was a false anchor: a phrase of the
+        # model's new text that an earlier part of the file shares (": int =" of a type hint added to a def
+        # line, and of a dataclass field above it). The divergence then goes on from the departure point, where
+        # the output is likeliest to rejoin, not from the false anchor's end. (Forward jumps stay: a port or
+        # rewrite that moves through the file re-anchors ahead, and the next anchor is likelier ahead of that.)
+        back = start - self._anchor < -self.config.bridge_gap
+        self._jumped_from = ((self._anchor, self._prior_run, self._since, len(self._out), list(self._skipped))
+                             if back else None)
         self._skipped = [(lo, hi) for lo, hi in self._skipped if not lo <= start < hi]
         jumped = start - self._anchor > self.config.bridge_gap and self.config.search_length is None
         if jumped and len(self._skipped) < 16:
@@ -571,17 +628,22 @@ class PredictionAligner(Proposer):
         line break, right after a replaced token, else at the anchor (an insertion)."""
         cfg, m, n, out, g = self.config, self._anchor, len(self._pred), self._out, self._since
         guess, score = (m + 1, cfg.substitution_score) if g == 1 else (m, 0.0)
+        self._guess_kind = None
         if self._newline and out and out[-1] in self._newline:
             guess, score = self._next_line_start(m), cfg.line_score
+            if self._closers and g >= 2 and self._last_line(out[-g:]) in self._closers:
+                guess, score, self._guess_kind = self._line_start(m), cfg.learnt_score, "rejoin"
+            elif guess > m and not any(t in self._newline for t in out[-g:-1]):
+                self._guess_kind = "line"  # the edited line is done: the next one follows
         if self._skipped and n - guess <= 2:  # (nearly) past the end: a block jumped over earlier
-            guess, score = self._skipped[0][0], cfg.line_score
+            guess, score, self._guess_kind = self._skipped[0][0], cfg.line_score, None
         if self._edits and m < n and g <= 4:
             emitted = tuple(out[-g:])
             skip = self._edits.get((self._pred[m], emitted), self._edits.get((None, emitted)))
             if skip is not None:
-                guess, score = m + skip, cfg.learnt_score
+                guess, score, self._guess_kind = m + skip, cfg.learnt_score, None
         if cfg.search_length is not None and guess > m + cfg.search_length:
-            guess, score = m, 0.0  # beyond the search window
+            guess, score, self._guess_kind = m, 0.0, None  # beyond the search window
         return (guess, score) if 0 <= guess < n else (-1, 0.0)
 
     def _line_start(self, m: int, reach: int = 2) -> int:

@@ -54,10 +54,20 @@ from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 # prediction's geomean over n-gram lookup alone went 1.097 -> 1.098 (0.5B's Zen 4 curve), 1.081 -> 1.086
 # (1.5B's), 1.250 -> 1.247 (a flat GPU-like curve) against drafting such steps as "prediction/aligned";
 # priors of 0.6 and 0.85 did less. The 1.5B's Markdown edit (engine, 2 runs): 0.95-0.98x n-gram -> 1.00-1.07x.
+# "prediction/rejoin" (the line an inserted block left, guessed after a block closing the way an earlier one did,
+# e.g. a docstring's quotes) at (0.8, 4): replayed on those 36 real-edit outputs (4 runs: 0.5B and 1.5B, Sapphire
+# Rapids and EPYC curves) the docstring edits went 0.976-1.128x -> 1.035-1.162x n-gram lookup alone; 0.6 and 0.9
+# did a little less. As a "prediction/tentative" guess, its estimate was the one the block's wrong line guesses
+# trained, and n-gram lookup drafted instead (the body of another function after its docstring).
+# "prediction/line" (the next line, guessed when the output closes a line it left in its middle, e.g. a def line
+# given type hints) at (0.6, 4): the 1.5B's type hints went 1.150x -> 1.336x (Sapphire Rapids' curve) and
+# 1.112x -> 1.161x (EPYC's), JS modernise 1-1.5% down (its next lines are edited too), all 36 1.1536 -> 1.1585;
+# 0.45 and 0.8 did a little less. Until then such steps drafted 3 tokens as "prediction/tentative" (the 1.5B's
+# curve on Sapphire Rapids steps from 1.37 to 1.87 one-token passes at 5 tokens) and re-anchored a step later.
 PRIORS: dict[str, float | tuple[float, float]] = {
     "prediction/start": (0.3, 4.0), "prediction/lead": (0.8, 4.0), "prediction/aligned": 0.9,
     "prediction/reanchored": (0.75, 4.0),
-    "prediction/guess": (0.15, 4.0), "prediction/tentative": (0.45, 4.0),
+    "prediction/guess": (0.15, 4.0), "prediction/tentative": (0.45, 4.0), "prediction/rejoin": (0.8, 4.0), "prediction/line": (0.6, 4.0),
     "ngram/4": 0.8, "ngram/3": 0.7, "ngram/1": (0.3, 4.0)}
 
 
