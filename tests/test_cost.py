@@ -157,6 +157,29 @@ def test_the_calibrator_raises_a_ratio_only_after_many_passes_of_that_size():
     assert cheaper.points()[16] == pytest.approx(good[16] * 0.8, rel=1e-3)
 
 
+def test_a_slow_spell_does_not_raise_the_curve():
+    """The machine's speed drifts: a quiet minute gives the fastest one-token pass, then everything runs 1.6x
+    slower for a while, when the 5-token passes happen to run (one request drafting them). Compared with the
+    one-token passes of the same spell they cost what the start-up curve says, so the curve stays; a size that
+    really costs more than at start-up (its passes dearer than the one-token passes beside them) is raised."""
+    good = {n: _true_seconds(n) / _true_seconds(1) for n in (2, 4, 8, 16)}
+    now = [0.0]
+    calibrator = cost.CostCalibrator(good, every=1, min_samples=3, raise_samples=16, clock=lambda: now[0])
+    for _ in range(20):  # the quiet minute
+        calibrator.observe(1, _true_seconds(1))
+        now[0] += 3.0
+    now[0] += 15.0  # a while later
+    for i in range(40):  # the slow spell: one-token and 5-token passes side by side
+        calibrator.observe(1 if i % 2 else 5, _true_seconds(1 if i % 2 else 5) * 1.6)
+        now[0] += 0.5
+    assert calibrator.points()[5] == pytest.approx(CostModel(good).ratio(5), rel=1e-3)
+    for _ in range(20):  # 8-token passes that are dearer than the start-up curve said, beside one-token ones
+        calibrator.observe(8, _true_seconds(8) * 1.3 * 1.6)
+        calibrator.observe(1, _true_seconds(1) * 1.6)
+        now[0] += 0.5
+    assert calibrator.points()[8] == pytest.approx(good[8] * 1.3, rel=1e-3)
+
+
 def test_the_engine_prices_drafts_with_the_calibrated_curve():
     """A real engine feeds its decode passes to the calibrator (prompt chunks excluded) and every running
     request's policy gets the new curve. The start-up curve here claims a 2-token pass costs 50 one-token

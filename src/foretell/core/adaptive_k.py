@@ -19,7 +19,10 @@ default) of plain decoding.
 from __future__ import annotations
 
 import math
+import time
+from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -248,20 +251,30 @@ class CostCalibrator:
     only ever adds time); once a size has ``min_samples`` passes its ratio to the fastest one-token pass
     replaces the start-up curve there, and beyond the largest such size the start-up curve is kept only where
     it agrees with the observed one at that size (within ``agree``), otherwise the observed curve is
-    extrapolated (:class:`CostModel`'s rule). A size's ratio is raised above the start-up curve only once it
-    has ``raise_samples`` passes: the machine's speed drifts (its one-token pass took 81 to 116 ms within one
-    session on the 2-core Xeon), and the fastest one-token pass comes from the quietest moment, while a rare
-    size's few passes may all fall in a slow spell (the 0.5B's 4-row passes were recorded at 2.13x one token
-    in a bench run, against 1.57x at start-up and 1.62x re-measured). :meth:`observe` returns a new curve
-    every ``every`` passes when it changed, else None.
+    extrapolated (:class:`CostModel`'s rule).
+
+    Raising a ratio above the start-up curve (measured with the sizes interleaved) needs evidence the
+    machine's drift cannot fake: its speed drifts (the one-token pass took 81 to 116 ms within one session on
+    the 2-core Xeon, a matmul loop 4 to 12 ms within a minute on the Sapphire Rapids one), the fastest
+    one-token pass comes from the quietest moment, and a size's passes may all fall in slow spells (the
+    0.5B's 4-row passes were recorded at 2.13x one token in a bench run, against 1.57x at start-up and 1.62x
+    re-measured; the 1.5B's 5- to 16-token passes at 1.87x against 1.45-1.55x re-measured). So each pass of
+    n > 1 tokens is also compared with the fastest one-token pass of the ``window_s`` seconds before it, the
+    same spell, and a ratio is raised only once ``raise_samples`` such passes exist, and only as far as the
+    least of those comparisons. :meth:`observe` returns a new curve every ``every`` passes when it changed,
+    else None. ``clock``: seconds, for the window (tests pass their own).
     """
 
     def __init__(self, points: dict[int, float], every: int = 16, min_samples: int = 3, agree: float = 0.25,
-                 raise_samples: int = 16):
+                 raise_samples: int = 16, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.base = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
         self.every, self.min_samples, self.agree, self.raise_samples = every, min_samples, agree, raise_samples
+        self.window_s, self.clock = window_s, clock
         self.fastest: dict[int, float] = {}
         self.counts: dict[int, int] = {}
+        self.local: dict[int, float] = {}  # per size: the least ratio to the window's fastest one-token pass
+        self.local_counts: dict[int, int] = {}
+        self._ones: deque[tuple[float, float]] = deque()  # (when, seconds) one-token passes: a sliding minimum
         self.passes = 0
         self.current = dict(self.base)
 
@@ -270,6 +283,7 @@ class CostCalibrator:
             return None
         self.fastest[tokens] = min(seconds, self.fastest.get(tokens, float("inf")))
         self.counts[tokens] = self.counts.get(tokens, 0) + 1
+        self._observe_local(tokens, seconds)
         self.passes += 1
         if self.passes % self.every:
             return None
@@ -278,6 +292,20 @@ class CostCalibrator:
             return None
         self.current = points
         return CostModel(points)
+
+    def _observe_local(self, tokens: int, seconds: float) -> None:
+        """Keep the sliding minimum of one-token passes (a deque of increasing times and seconds), and compare
+        a longer pass with it."""
+        now, ones = self.clock(), self._ones
+        while ones and ones[0][0] < now - self.window_s:
+            ones.popleft()
+        if tokens == 1:
+            while ones and ones[-1][1] >= seconds:
+                ones.pop()
+            ones.append((now, seconds))
+        elif ones:
+            self.local[tokens] = min(seconds / ones[0][1], self.local.get(tokens, float("inf")))
+            self.local_counts[tokens] = self.local_counts.get(tokens, 0) + 1
 
     def points(self) -> dict[int, float]:
         """The start-up curve with the observed ratios in place where there are enough passes."""
@@ -290,9 +318,10 @@ class CostCalibrator:
         base = CostModel(self.base)
         observed, prev = {1: 1.0}, 1.0
         for n in seen:  # non-decreasing, and never above n (n one-token passes do the same work)
-            ratio = self.fastest[n] / t1
-            if self.counts[n] < self.raise_samples:  # too few passes to call the start-up curve too cheap
-                ratio = min(ratio, base.ratio(n))
+            ratio, start_up = self.fastest[n] / t1, base.ratio(n)
+            if ratio > start_up:  # dearer than at start-up: only as far as passes beside one-token ones say
+                enough = self.local_counts.get(n, 0) >= self.raise_samples
+                ratio = max(start_up, min(ratio, self.local[n])) if enough else start_up
             prev = min(max(prev, ratio), float(n))
             observed[n] = round(prev, 4)
         top = seen[-1]
