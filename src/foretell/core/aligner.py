@@ -541,6 +541,15 @@ class PredictionAligner(Proposer):
             begin -= 1
         return tuple(tokens[begin:])
 
+    def _latest_line_start(self, floor: int) -> int:
+        """Where the output's latest line starts (right after the line break before its last token), but not
+        before ``floor``: a scan back over one line, so a step costs O(line), not O(output)."""
+        out, newline = self._out, self._newline
+        i = len(out) - 1
+        while i > floor and out[i - 1] not in newline:
+            i -= 1
+        return max(i, floor)
+
     def _reanchor(self, cursor: int, evidence: int) -> None:
         # the first anchor of an output that opened with other text (a reply's preamble) is trusted at once
         self._confirm_left = self.config.confirm_tokens if self._matched > 0 else 0
@@ -631,9 +640,11 @@ class PredictionAligner(Proposer):
         self._guess_kind = None
         if self._newline and out and out[-1] in self._newline:
             guess, score = self._next_line_start(m), cfg.line_score
-            if self._closers and g >= 2 and self._last_line(out[-g:]) in self._closers:
+            diverged_at = len(out) - g
+            line = self._latest_line_start(diverged_at)  # the output's latest line, since the divergence
+            if self._closers and g >= 2 and tuple(out[line:]) in self._closers:
                 guess, score, self._guess_kind = self._line_start(m), cfg.learnt_score, "rejoin"
-            elif guess > m and not any(t in self._newline for t in out[-g:-1]):
+            elif guess > m and line == diverged_at:  # the first line break since the output left P mid-line
                 self._guess_kind = "line"  # the edited line is done: the next one follows
         if self._skipped and n - guess <= 2:  # (nearly) past the end: a block jumped over earlier
             guess, score, self._guess_kind = self._skipped[0][0], cfg.line_score, None
