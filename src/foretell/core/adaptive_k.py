@@ -258,7 +258,7 @@ class CostCalibrator:
     the 2-core Xeon, a matmul loop 4 to 12 ms within a minute on the Sapphire Rapids one), the fastest
     one-token pass comes from the quietest moment, and a size's passes may all fall in slow spells (the
     0.5B's 4-row passes were recorded at 2.13x one token in a bench run, against 1.57x at start-up and 1.62x
-    re-measured; the 1.5B's 5- to 16-token passes at 1.87x against 1.45-1.55x re-measured). So each pass of
+    re-measured; the 1.5B's 5- to 16-token passes at 1.87x against 1.42-1.58x re-measured). So each pass of
     n > 1 tokens is also compared with the fastest one-token pass of the ``window_s`` seconds before it, the
     same spell, and a ratio is raised only once ``raise_samples`` such passes exist, and only as far as the
     least of those comparisons. :meth:`observe` returns a new curve every ``every`` passes when it changed,
