@@ -300,7 +300,7 @@ class PredictionAligner(Proposer):
         self._jumped_from: tuple | None = None  # the diverged state a backward re-anchor left (:meth:`_reanchor`)
         self._rewrites = _Rewrites()  # substitutions seen, applied to drafts
         self._closers: set[tuple[int, ...]] = set()  # last lines of inserted blocks the output rejoined after
-        self._guess_kind: str | None = None  # "rejoin" or "line": what the guess drafting next is (:meth:`_guess`)
+        self._guess_kind: str | None = None  # "rejoin" or "line" while such a guess drafts next (:meth:`_choose`)
         self._best: tuple[int, int] = (0 if self._pred else -1, self._run)  # (draft start, evidence)
         self._best_score = math.inf
         self._top: tuple[float, int, int, float] | None = None  # best hypothesis: (score, -cursor, tokens, bits)
@@ -378,7 +378,7 @@ class PredictionAligner(Proposer):
             return "prediction/reanchored" if self._confirm_left > 0 else "prediction/aligned"
         if not self.has_anchor:
             return "prediction/guess"
-        if self._guess_kind and self.evidence == 0:
+        if self._guess_kind:
             return f"prediction/{self._guess_kind}"
         return "prediction/anchored" if self.evidence >= self.config.anchored_evidence else "prediction/tentative"
 
@@ -632,30 +632,31 @@ class PredictionAligner(Proposer):
             return bits - per_doubling * (ahead // cfg.near).bit_length()
         return bits - cfg.back_cost - per_doubling * (-ahead // cfg.near + 1).bit_length()
 
-    def _guess(self) -> tuple[int, float]:
-        """(cursor, score) to continue at with no evidence: a learnt edit, the next line after an output
-        line break, right after a replaced token, else at the anchor (an insertion)."""
+    def _guess(self) -> tuple[int, float, str | None]:
+        """(cursor, score, kind) to continue at with no evidence: a learnt edit, the next line after an output
+        line break (kind "line" after an edited line, "rejoin" after a learnt closer), right after a replaced
+        token, else at the anchor (an insertion)."""
         cfg, m, n, out, g = self.config, self._anchor, len(self._pred), self._out, self._since
         guess, score = (m + 1, cfg.substitution_score) if g == 1 else (m, 0.0)
-        self._guess_kind = None
+        kind = None
         if self._newline and out and out[-1] in self._newline:
             guess, score = self._next_line_start(m), cfg.line_score
             diverged_at = len(out) - g
             line = self._latest_line_start(diverged_at)  # the output's latest line, since the divergence
             if self._closers and g >= 2 and tuple(out[line:]) in self._closers:
-                guess, score, self._guess_kind = self._line_start(m), cfg.learnt_score, "rejoin"
+                guess, score, kind = self._line_start(m), cfg.learnt_score, "rejoin"
             elif guess > m and line == diverged_at:  # the first line break since the output left P mid-line
-                self._guess_kind = "line"  # the edited line is done: the next one follows
+                kind = "line"  # the edited line is done: the next one follows
         if self._skipped and n - guess <= 2:  # (nearly) past the end: a block jumped over earlier
-            guess, score, self._guess_kind = self._skipped[0][0], cfg.line_score, None
+            guess, score, kind = self._skipped[0][0], cfg.line_score, None
         if self._edits and m < n and g <= 4:
             emitted = tuple(out[-g:])
             skip = self._edits.get((self._pred[m], emitted), self._edits.get((None, emitted)))
             if skip is not None:
-                guess, score, self._guess_kind = m + skip, cfg.learnt_score, None
+                guess, score, kind = m + skip, cfg.learnt_score, None
         if cfg.search_length is not None and guess > m + cfg.search_length:
-            guess, score, self._guess_kind = m, 0.0, None  # beyond the search window
-        return (guess, score) if 0 <= guess < n else (-1, 0.0)
+            guess, score, kind = m, 0.0, None  # beyond the search window
+        return (guess, score, kind) if 0 <= guess < n else (-1, 0.0, None)
 
     def _line_start(self, m: int, reach: int = 2) -> int:
         """The start of the line holding m if it is at most ``reach`` tokens back (needs ``newline_ids``)."""
@@ -680,7 +681,9 @@ class PredictionAligner(Proposer):
         return m
 
     def _choose(self) -> tuple[int, int]:
-        """(draft start, evidence) for the next proposal; sets ``_best_score`` (its confidence in bits)."""
+        """(draft start, evidence) for the next proposal; sets ``_best_score`` (its confidence in bits) and
+        ``_guess_kind`` (the kind of the guess, where a guess drafts)."""
+        self._guess_kind = None
         if self._aligned:
             self._best_score = math.inf
             if self._cursor < len(self._pred) - 2 or (self._cursor < len(self._pred) and not self._skipped):
@@ -689,10 +692,10 @@ class PredictionAligner(Proposer):
                 self._best_score = self.config.line_score
                 return (self._skipped[0][0], 0)
             return (-1, self._run)
-        guess, guess_score = self._guess()
+        guess, guess_score, kind = self._guess()
         top = self._top
         if top is not None and top[0] >= max(guess_score, self.config.guess_score):
             self._best_score = top[0]
             return (-top[1], top[2]) if -top[1] < len(self._pred) else (-1, top[2])
-        self._best_score = guess_score
+        self._best_score, self._guess_kind = guess_score, kind
         return (guess, 0)
