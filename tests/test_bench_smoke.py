@@ -226,3 +226,30 @@ def test_repeat_reverses_the_order_of_the_variants_every_other_round(tmp_path, m
     assert main(["--tiny", "--suite", "realedit", "--limit", "1", "--repeat", "4", "--out", str(tmp_path / "b"),
                  "--no-progress"]) == 0
     assert order == ["ngram", "foretell", "foretell", "ngram", "ngram", "foretell", "foretell", "ngram"]
+
+
+def test_alignment_efficiency_uses_the_aligner_the_engine_runs():
+    """The bench's simulated alignment gives the aligner the line-break tokens, as the engine does (found from
+    the token texts): after an inserted line it guesses the prediction's next line, so fewer passes than the
+    same aligner without them (18 there)."""
+    import random
+
+    from foretell.bench.harness import alignment
+    from foretell.core.prediction import PredictionProposer
+    from foretell.core.simulate import compare
+
+    newline = 100
+    text = lambda t: "\n" if t == newline else f"w{t}"  # noqa: E731
+    rng = random.Random(0)
+    lines = [[rng.randrange(1, 90) for _ in range(6)] for _ in range(12)]
+    prediction = [t for line in lines for t in line + [newline]]
+    output = []
+    for i, line in enumerate(lines):
+        if i in (3, 7):  # an inserted line
+            output += [rng.randrange(1, 90) for _ in range(5)] + [newline]
+        if i == 5:  # an edited line
+            line = line[:2] + [91, 92] + line[4:]
+        output += line + [newline]
+    blind = compare(prediction, output, lambda: PredictionProposer(prediction), 64, text).ours.passes
+    got = alignment(prediction, output, text)
+    assert got["ours_passes"] < blind

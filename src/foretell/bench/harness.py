@@ -281,17 +281,20 @@ class StepProfiler:
 
 def alignment(prediction: Sequence[int], output: Sequence[int], token_text: Callable[[int], str] | None
               ) -> dict[str, Any] | None:
-    """Simulated passes (k = ALIGN_K) on (prediction, actual output): oracle, our aligner, the baselines."""
+    """Simulated passes (k = ALIGN_K) on (prediction, actual output): oracle, our aligner, the baselines. With
+    ``token_text`` the aligner knows the line-break tokens, as the engine's does (its guesses after a line
+    break); the line-based baseline needs it too."""
     if not prediction or not output:
         return None
     try:
         from foretell.core.prediction import PredictionProposer
-        from foretell.core.simulate import compare
+        from foretell.core.simulate import compare, newline_ids
     except ImportError as exc:
         return {"error": f"simulator unavailable: {exc}"}
     try:
-        c = compare(list(prediction), list(output), lambda: PredictionProposer(list(prediction)), ALIGN_K,
-                    token_text)
+        newlines = newline_ids(set(prediction) | set(output), token_text) if token_text is not None else None
+        c = compare(list(prediction), list(output),
+                    lambda: PredictionProposer(list(prediction), newline_ids=newlines), ALIGN_K, token_text)
     except Exception as exc:  # the simulator is evolving; never sink the benchmark
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {
