@@ -50,6 +50,35 @@ def test_a_slow_first_pass_is_warm_up_not_measurement(monkeypatch):
     assert max(points) == max(cost.MEASURE_SIZES)
 
 
+class TwoSpeedRunner(SlowRunner):
+    """Passes of n tokens sleep ``unit * (1 + n / 32)`` (64 tokens: 3x one token), except that one pass of 64
+    tokens in four runs at twice the speed: a VM's long passes alternating between two speeds (as measured on
+    a Sapphire Rapids VM). No model runs."""
+
+    def __init__(self, unit: float = 0.004):
+        super().__init__(delay=0.0, run_model=False)
+        self.unit, self.long_passes = unit, 0
+
+    def forward(self, segments, **kwargs):
+        n = len(segments[0].tokens)
+        speed = 1.0
+        if n == 64:
+            self.long_passes += 1
+            speed = 0.5 if self.long_passes % 4 == 3 else 1.0
+        time.sleep(self.unit * (1 + n / 32) * speed)
+
+
+def test_a_size_is_priced_by_the_median_of_paired_ratios_not_its_fastest_pass(monkeypatch):
+    """The fastest 64-token pass ran at twice the usual speed: priced by fastest passes, 64 tokens would cost
+    1.5x one token instead of 3x (and the policy would draft on a wrong curve). Each pass is paired with the
+    one-token pass before it and a size takes the median ratio of the rounds."""
+    monkeypatch.setattr(cost, "MEASURE_SIZES", (1, 2, 4, 8, 64))
+    monkeypatch.setattr(cost, "MIN_SIZES", 5)
+    points = cost.measure_cost_points(TwoSpeedRunner(), context=8, rounds=4)
+    assert 2.5 < points[64] <= 3.6
+    assert 1.1 < points[8] < 1.6
+
+
 @pytest.mark.parametrize("bad", [{"1": 1.0}, {"1": 1.0, "8": "nan"}, {"2": 0.5}, [], "x"])
 def test_an_invalid_cached_curve_is_ignored_and_replaced(tmp_path, monkeypatch, bad):
     runner = SlowRunner(delay=0.0)

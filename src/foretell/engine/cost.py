@@ -37,16 +37,21 @@ MEASURE_SIZES = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
 MIN_SIZES = 5  # always measured (1, 2, 3, 4, 8), however slow: the curve needs points beyond n = 1
 MAX_PASS_SECONDS = 1.0  # larger sizes are skipped once a warm pass takes this long (the curve extrapolates)
 WARMUP_PASSES = 2  # untimed passes per size before anything is timed
-MAX_SPREAD = 1.25  # a curve whose passes of one size varied more (median over sizes) is not cached
+MAX_SPREAD = 1.25  # a curve whose paired ratios of one size varied more (median over sizes) is not cached
 
 
 def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4,
                         spread: dict[int, float] | None = None, plan: KernelPlan | None = None) -> dict[int, float]:
     """Wall time of a pass over n new tokens after ``context`` cached ones, relative to n = 1.
 
-    Sizes are interleaved in rounds and the fastest pass of each size is kept: other work on the machine only
-    ever adds time, so the minimum is the robust estimate (a median taken under load can be off by ×7).
-    ``spread``, when given, receives each size's slowest / fastest pass (how busy the machine was). With a
+    Sizes are interleaved in rounds, and in each round every pass of n tokens is timed right after a one-token
+    pass: the ratio of the pair is one sample, and a size's point is the median of its samples. The machine's
+    speed drifts (a 2-core VM ran the same matmul 2.5x slower within a minute, and its long passes alternate
+    between two speeds), so the fastest pass of each size can come from different moments: over 24 rounds on
+    a Sapphire Rapids VM (0.5B, bf16) the fastest-pass ratios of 4 rounds were off by up to 0.57 in log
+    (64 tokens priced 2.3x one token against 3.1x; the policy then drafted 63 tokens where 127 pay better),
+    the median of 4 paired ratios by at most 0.14 (``benchmarks/results/run-2026-11-27-spr-paired-curve/NOTES.md``).
+    ``spread``, when given, receives each size's largest / smallest paired ratio (how busy the machine was). With a
     ``plan`` (fp32 CPU linears with two kernels), every pass is timed with each kernel, every layer call in
     it too, and the plan keeps per layer shape and size the faster kernel; then the plan's own passes are
     timed, and the curve is theirs.
@@ -61,16 +66,17 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
     kernels: tuple[bool | None, ...] = (False, True) if plan is not None else (None,)
     sizes = _affordable_sizes(runner, kv, vocab, gen, plan, kernels)  # warm-up round, stops at slow sizes
     best: dict[tuple[bool | None, int], float] = {}
-    worst: dict[tuple[bool | None, int], float] = {}
+    ratios: dict[tuple[bool | None, int], list[float]] = {}  # per kernel and size: paired ratios, a round each
     calls: dict[tuple[bool | None, int, Shape], float] = {}  # per kernel, size, layer shape: fastest calls
 
     def time_rounds(kernels: tuple[bool | None, ...]) -> None:
         for _ in range(rounds):
             for n in sizes:
                 for kernel in kernels:
+                    one = _timed_pass(runner, kv, 1, vocab, gen, plan, kernel)[0] if n > 1 else None
                     seconds, shapes = _timed_pass(runner, kv, n, vocab, gen, plan, kernel)
                     best[kernel, n] = min(best.get((kernel, n), float("inf")), seconds)
-                    worst[kernel, n] = max(worst.get((kernel, n), 0.0), seconds)
+                    ratios.setdefault((kernel, n), []).append(seconds / max(one, 1e-9) if one else 1.0)
                     for shape, spent in shapes.items():
                         calls[kernel, n, shape] = min(calls.get((kernel, n, shape), float("inf")), spent)
 
@@ -81,13 +87,14 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
                     {shape: ({n: calls[False, n, shape] for n in sizes}, {n: calls[True, n, shape] for n in sizes})
                      for shape in shapes})
         kernels = (None,)  # the plan's own passes (per shape, the kernels mix) give the curve
+        ratios.clear()
         time_rounds(kernels)
     if spread is not None:
-        spread.update({n: max(worst[k, n] / best[k, n] for k in kernels) for n in sizes})
-    fastest = {n: min(best[k, n] for k in kernels) for n in sizes}
+        spread.update({n: max(max(ratios[k, n]) / min(ratios[k, n]) for k in kernels) for n in sizes})
+    typical = {n: min(statistics.median(ratios[k, n]) for k in kernels) for n in sizes}
     points, prev = {}, 1.0
     for n in sizes:  # non-decreasing, and never above n: n single passes do the same work
-        prev = min(max(prev, fastest[n] / fastest[1]), float(n))
+        prev = min(max(prev, typical[n]), float(n))
         points[n] = round(prev, 4)
     return points
 
@@ -150,7 +157,7 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     Always returns valid points: an invalid cache file is ignored (and replaced), an invalid measurement
     falls back to ``DEFAULT_COST_POINTS`` and is not cached, so the next start measures again.
     """
-    key = f"v2|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
+    key = f"v3|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
     gemm = cpu_gemm.load() if runner.device.type == "cpu" else None
     if gemm is not None:  # a new build of foretell's kernels (linears, attention) prices passes anew
         key = f"{key}|cpu_gemm={gemm.path.parent.name}"
@@ -168,7 +175,7 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     if plan is not None:
         log.info("CPU linears per pass size: %s", plan.describe())
     if spread and statistics.median(spread.values()) > MAX_SPREAD:
-        log.warning("the machine was busy while the verify-cost curve was measured (passes of one size varied "
+        log.warning("the machine was busy while the verify-cost curve was measured (the paired ratios of one size varied "
                     "up to ×%.1f); using it now, refined from the passes run, and measuring again next start",
                     max(spread.values()))
         return measured
