@@ -398,3 +398,44 @@ def test_middleware_moves_prediction_and_patches_usage(monkeypatch):
     r = client.post("/v1/chat/completions", json={**body, "prediction": {"type": "content", "content": [{"type": "x"}]}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "prediction.content[0].type"
     assert len(seen) == 2  # the bad request never reached vLLM
+
+
+def test_the_vllm_bench_keeps_each_run_as_it_ends_so_a_run_cut_short_keeps_what_it_measured(tmp_path):
+    """A lent GPU's lease ended during the third server of `foretell bench --engine vllm` (2026-11-27) and
+    nothing was written: the runs of the first two servers are now in the partial log whatever comes after."""
+    import json
+    from types import SimpleNamespace
+
+    import pytest
+
+    from foretell.bench import peers
+    from foretell.bench.harness import RunResult
+
+    class Server:
+        def __init__(self, model_dir, dtype, num_tokens, mode):
+            self.mode = mode
+
+        def __enter__(self):
+            if self.mode == "foretell":
+                raise TimeoutError("the lease ended")
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def complete(self, prompt_ids, max_tokens, variant, prediction=None):
+            return RunResult(variant=variant, token_ids=[1] * max_tokens, wall_s=1.0, ttft_s=0.1, decode_s=0.9,
+                             first_chunk=1, forward_passes=max_tokens)
+
+        def complete_many(self, jobs, variant):
+            return [self.complete(*job[:2], variant) for job in jobs], 2.5
+
+    tasks = [SimpleNamespace(name=n, prompt_ids=[1, 2, 3], max_tokens=4, prediction_text="x") for n in ("a", "b")]
+    partial = tmp_path / "out" / "vllm_partial.jsonl"
+    with pytest.raises(TimeoutError):
+        peers.run_vllm_engine("/m", "bfloat16", tasks, [(tasks[0], 3)], 8, None, partial=partial, server_cls=Server)
+    rows = [json.loads(line) for line in partial.read_text().splitlines()]
+    assert [(r["mode"], r["task"]) for r in rows] == [
+        ("plain", "a"), ("plain", "b"), ("plain", "concurrent:a"), ("ngram", "a"), ("ngram", "b"),
+        ("ngram", "concurrent:a")]
+    assert rows[2]["batch_wall_s"] == 2.5 and rows[0]["output_tokens"] == 4 and "token_ids" not in rows[0]

@@ -183,7 +183,7 @@ def server(tmp_path_factory):
     finally:
         proc.terminate()
         try:
-            proc.wait(60)
+            proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)

@@ -638,7 +638,7 @@ class Bench:
         total = len(VLLM_MODES) * (len(snake) + bool(conc_jobs))
         with tqdm(total=total, disable=not self.opts.progress, unit="run", desc="vLLM") as bar:
             raw = run_vllm_engine(model_dir, self.dtype, snake or conc_tasks[:1], conc_jobs, self.opts.vllm_k,
-                                  self.tokenizer, bar)
+                                  self.tokenizer, bar, partial=self.opts.out / "vllm_partial.jsonl")
         return vllm_rows(raw, snake, conc_jobs)
 
     # -- the whole thing -----------------------------------------------------------------------------

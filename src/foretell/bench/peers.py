@@ -176,7 +176,7 @@ class VLLMServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(60)
+                self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
@@ -247,29 +247,40 @@ def run_vllm_ngram(model_dir: str, dtype: str, tasks, progress=None) -> tuple[li
     return rows, None
 
 
-def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: int, tokenizer, progress=None
-                    ) -> dict[str, Any]:
+def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: int, tokenizer, progress=None,
+                    partial: Path | None = None, server_cls=None) -> dict[str, Any]:
     """``foretell bench --engine vllm``: the same tasks on three vLLM servers in turn (plain, vLLM's n-gram
     with the file in the prompt, foretell's plugin with the prediction), each task alone, then ``conc_jobs``
     (tasks sent at once). Returns {"runs": {mode: {task: RunResult}}, "concurrency": {mode: (results, wall)}}.
+    Each run is also appended to ``partial`` (JSON lines) as it ends, so a run cut short (a lent GPU's lease
+    ending) keeps what it measured.
     """
+    server_cls = server_cls or VLLMServer
     runs: dict[str, dict[str, RunResult]] = {}
     conc: dict[str, tuple[list[RunResult], float]] = {}
+
+    def keep(mode: str, task: str, result: RunResult, wall_s: float | None = None) -> None:
+        if progress is not None:
+            progress.update(1)
+        if partial is not None:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            with open(partial, "a") as f:
+                f.write(json.dumps({"mode": mode, "task": task, "batch_wall_s": wall_s, **result.to_dict()}) + "\n")
+
     for mode in VLLM_MODES:
         variant = f"vllm_{mode}"
         pred_text = (lambda t: _prediction_text(t, tokenizer)) if mode == "foretell" else (lambda t: None)
-        with VLLMServer(model_dir, dtype, num_tokens=k, mode=mode) as server:
+        with server_cls(model_dir, dtype, num_tokens=k, mode=mode) as server:
             server.complete(tasks[0].prompt_ids[:32], 4, "warmup")
             runs[mode] = {}
             for task in tasks:
                 runs[mode][task.name] = server.complete(task.prompt_ids, task.max_tokens, variant, pred_text(task))
-                if progress is not None:
-                    progress.update(1)
+                keep(mode, task.name, runs[mode][task.name])
             if conc_jobs:
                 conc[mode] = server.complete_many(
                     [(t.prompt_ids, cap, pred_text(t)) for t, cap in conc_jobs], variant)
-                if progress is not None:
-                    progress.update(1)
+                for (t, _), result in zip(conc_jobs, conc[mode][0]):
+                    keep(mode, f"concurrent:{t.name}", result, conc[mode][1])
     return {"runs": runs, "concurrency": conc}
 
 
