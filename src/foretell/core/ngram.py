@@ -119,6 +119,22 @@ class NgramProposer(Proposer):
         if tokens:
             self._match = None
 
+    def continuation(self, after: Sequence[int], k: int, min_n: int = 8) -> list[int]:
+        """What followed the latest occurrence of the last tokens of (context + ``after``), a hypothetical
+        context the output has not reached yet: at most ``k`` tokens, from a match of at least ``min_n``
+        tokens (else none). E.g. after a draft that ends where the prediction ends, the prompt's copy of the
+        file is followed by its closing fence."""
+        tail = list(after[-self.config.max_n:])
+        if len(tail) < self.config.max_n:
+            tail = self._tokens[len(self._tokens) - (self.config.max_n - len(tail)):] + tail
+        for n in self._longest_first:
+            if n < min_n or n > len(tail):
+                continue
+            start = self._follow.get(tuple(tail[len(tail) - n:]))
+            if start is not None:
+                return self._tokens[start:start + k]
+        return []
+
     def _lookup(self) -> tuple[int, int]:
         """(start of the continuation, n) for the longest suffix with an earlier occurrence, else (0, 0)."""
         if self._match is None:

@@ -181,6 +181,53 @@ class FenceOpening(LeadIn):
             self._line.append(token)
 
 
+class PredictionEnd(Proposer):
+    """A part that drafts the rest of the prediction (the aligner, a lead-in), continued past the prediction's
+    end with what followed the prediction's last tokens in the prompt (``ngram``: n-gram lookup over the prompt,
+    :meth:`NgramProposer.continuation`, a match of 8+ tokens), at most ``extra`` tokens.
+
+    A reply that rewrites a file the prompt holds in a code fence ends with the fence's closing line and the end
+    of the turn, after the prediction's last token. A draft that stops at the prediction's end leaves those
+    tokens to one more pass (on the recorded real edits, a 4-pass reply spent its last pass on
+    ``\n```<|im_end|>``). Everything else is the part's own: its context, estimate, cap and observation;
+    the continuation's tokens count as the part's drafts (source ``prediction``). OpenAI's accepted prediction
+    tokens are counted from the alignment, not from drafts, and leave them out.
+    """
+
+    def __init__(self, part: Proposer, ngram: NgramProposer, extra: int = 16):
+        self.part, self.ngram, self.extra = part, ngram, extra
+        self.source = part.source
+
+    def _end(self, draft: list[int]) -> list[int]:
+        return self.ngram.continuation(draft, self.extra) if draft else []
+
+    def propose(self, k: int) -> Draft:
+        rest = self.part.available()
+        draft = self.part.propose(min(k, rest))
+        if k <= rest or len(draft.tokens) < rest:  # the draft stops short of the prediction's end
+            return draft
+        return Draft(draft.tokens + self._end(draft.tokens)[:k - rest], draft.probs, draft.source)
+
+    def available(self) -> int:
+        rest = self.part.available()
+        if rest <= 0:
+            return rest
+        return rest + len(self._end(self.part.propose(rest).tokens))
+
+    def suggested_cap(self) -> int | None:
+        cap, rest = self.part.suggested_cap(), self.part.available()
+        return cap if cap is None or cap < rest else self.available()
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        """Nothing: the composite observes the part itself."""
+
+    def context(self) -> str:
+        return self.part.context()
+
+    def active_source(self) -> str:
+        return self.part.active_source()
+
+
 class PredictionProposer(Proposer):
     """Drafts from the prediction while it has an anchor, from ``fallback`` (e.g. n-gram) while lost.
 
@@ -195,6 +242,10 @@ class PredictionProposer(Proposer):
         self.aligner = PredictionAligner(prediction_ids, search_length, config, newline_ids)
         self.fallback = fallback
         self.lead_in = lead_in
+        # the parts the policy scores: where the prompt holds the file, drafts run on past the prediction's end
+        ends = (lambda part: PredictionEnd(part, fallback)) if isinstance(fallback, NgramProposer) else (lambda part: part)
+        self._parts = [ends(self.aligner)] + ([ends(lead_in)] if lead_in is not None else []) + (
+            [fallback] if fallback is not None else [])
 
     @property
     def lost(self) -> bool:
@@ -230,8 +281,9 @@ class PredictionProposer(Proposer):
         return self._active().available()
 
     def parts(self) -> list[Proposer]:
-        """The aligner, the lead-in (if any), then the fallback: the draft policy scores each every step."""
-        return [part for part in (self.aligner, self.lead_in, self.fallback) if part is not None]
+        """The aligner, the lead-in (if any), then the fallback: the draft policy scores each every step (the
+        first two continued past the prediction's end where the fallback is n-gram lookup: :class:`PredictionEnd`)."""
+        return list(self._parts)
 
     def suggested_cap(self) -> int | None:
         """The drafting proposer's cap (the aligner's confidence-based cap, see
