@@ -189,10 +189,12 @@ class PredictionEnd(Proposer):
     A reply that rewrites a file the prompt holds in a code fence ends with the fence's closing line and the end
     of the turn, after the prediction's last token. A draft that stops at the prediction's end leaves those
     tokens to one more pass (on the recorded real edits, a 4-pass reply spent its last pass on
-    ``\n```<|im_end|>``). Everything else is the part's own: its context, estimate, cap and observation;
+    ``\\n```<|im_end|>``). Everything else is the part's own: its context, estimate, cap and observation;
     the continuation's tokens count as the part's drafts (source ``prediction``). OpenAI's accepted prediction
     tokens are counted from the alignment, not from drafts, and leave them out.
     """
+
+    REACH = 1024  # the longest draft any step may ask for (k_max's bound): farther ends are not looked up
 
     def __init__(self, part: Proposer, ngram: NgramProposer, extra: int = 16):
         self.part, self.ngram, self.extra = part, ngram, extra
@@ -210,7 +212,7 @@ class PredictionEnd(Proposer):
 
     def available(self) -> int:
         rest = self.part.available()
-        if rest <= 0:
+        if not 0 < rest <= self.REACH:  # (a draft of the whole rest costs O(rest) with rewrites active)
             return rest
         return rest + len(self._end(self.part.propose(rest).tokens))
 
