@@ -127,24 +127,21 @@ class NgramProposer(Proposer):
         tail = list(after[-self.config.max_n:])
         if len(tail) < self.config.max_n:
             tail = self._tokens[len(self._tokens) - (self.config.max_n - len(tail)):] + tail
+        start, n = self._longest(tail, min_n)
+        return self._tokens[start:start + k] if n else []
+
+    def _longest(self, seq: Sequence[int], min_n: int = 1) -> tuple[int, int]:
+        """(start of the continuation, n) for the longest suffix of ``seq`` (n >= ``min_n``) with an indexed
+        occurrence, else (0, 0)."""
         for n in self._longest_first:
-            if n < min_n or n > len(tail):
-                continue
-            start = self._follow.get(tuple(tail[len(tail) - n:]))
-            if start is not None:
-                return self._tokens[start:start + k]
-        return []
+            if min_n <= n <= len(seq):
+                start = self._follow.get(tuple(seq[len(seq) - n:]))
+                if start is not None:
+                    return start, n
+        return 0, 0
 
     def _lookup(self) -> tuple[int, int]:
         """(start of the continuation, n) for the longest suffix with an earlier occurrence, else (0, 0)."""
         if self._match is None:
-            self._match = (0, 0)
-            seq = self._tokens
-            for n in self._longest_first:
-                if n > len(seq):
-                    continue
-                start = self._follow.get(tuple(seq[len(seq) - n:]))
-                if start is not None:
-                    self._match = (start, n)
-                    break
+            self._match = self._longest(self._tokens)
         return self._match
