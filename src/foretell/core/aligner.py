@@ -26,8 +26,11 @@ proposes from the best one until one is strong enough to become the new anchor.
   search goes on from where the output departed (new text often shares a phrase with an earlier part).
 - An edited line (left in its middle) that the output closes with a line break: the next line is guessed in
   a context of its own (``prediction/line``: the policy learns its acceptance apart from other guesses).
-- Inserted blocks: the last line of a block after which the output rejoined the line it departed from (a
-  docstring's closing quotes) is learnt; the next block that ends with it rejoins at once.
+- Inserted blocks: at every output line break inside new lines the prediction line the output left (or the
+  next one) is guessed in a context of its own (``prediction/block``: most such line breaks do not end the
+  block, the one that does rejoins for a long run). The last line of a block after which the output
+  rejoined the line it departed from (a docstring's closing quotes) is learnt; the next block that ends
+  with it rejoins at once.
 - Blocks jumped over are remembered: when the output reaches the end of P, the earliest one is guessed next
   (a moved block).
 - Drafts backed by weak evidence are short (``weak_cap`` doubling per ``cap_bits`` of score): a wrong anchor
@@ -60,6 +63,7 @@ from typing import Collection, Sequence
 import numpy as np
 
 from foretell.core.draft import Draft, Proposer
+
 
 
 
@@ -300,7 +304,7 @@ class PredictionAligner(Proposer):
         self._jumped_from: tuple | None = None  # the diverged state a backward re-anchor left (:meth:`_reanchor`)
         self._rewrites = _Rewrites()  # substitutions seen, applied to drafts
         self._closers: set[tuple[int, ...]] = set()  # last lines of inserted blocks the output rejoined after
-        self._guess_kind: str | None = None  # "rejoin" or "line" while such a guess drafts next (:meth:`_choose`)
+        self._guess_kind: str | None = None  # "rejoin", "line" or "block" while such a guess drafts next (:meth:`_choose`)
         self._best: tuple[int, int] = (0 if self._pred else -1, self._run)  # (draft start, evidence)
         self._best_score = math.inf
         self._top: tuple[float, int, int, float] | None = None  # best hypothesis: (score, -cursor, tokens, bits)
@@ -371,7 +375,8 @@ class PredictionAligner(Proposer):
         scoring at least ``anchor_score`` with ``anchored_evidence`` matched tokens, ``prediction/tentative``
         on one with fewer, ``prediction/rejoin`` on the departure line after a learnt closer (see
         :class:`AlignerConfig`), ``prediction/line`` on the next line once the output closed a line it left
-        in its middle, ``prediction/guess`` on a weaker one or a bare guess."""
+        in its middle, ``prediction/block`` on the prediction line after any other output line break while
+        diverged (the new lines may end there), ``prediction/guess`` on a weaker one or a bare guess."""
         if self._aligned:
             if not self._out:
                 return "prediction/start"
@@ -634,8 +639,8 @@ class PredictionAligner(Proposer):
 
     def _guess(self) -> tuple[int, float, str | None]:
         """(cursor, score, kind) to continue at with no evidence: a learnt edit, the next line after an output
-        line break (kind "line" after an edited line, "rejoin" after a learnt closer), right after a replaced
-        token, else at the anchor (an insertion)."""
+        line break (kind "line" after an edited line, "rejoin" after a learnt closer, "block" inside new lines),
+        right after a replaced token, else at the anchor (an insertion)."""
         cfg, m, n, out, g = self.config, self._anchor, len(self._pred), self._out, self._since
         guess, score = (m + 1, cfg.substitution_score) if g == 1 else (m, 0.0)
         kind = None
@@ -647,6 +652,8 @@ class PredictionAligner(Proposer):
                 guess, score, kind = self._line_start(m), cfg.learnt_score, "rejoin"
             elif guess > m and line == diverged_at:  # the first line break since the output left P mid-line
                 kind = "line"  # the edited line is done: the next one follows
+            else:  # inside new lines (an inserted block): it may end at any line break, most do not
+                kind = "block"
         if self._skipped and n - guess <= 2:  # (nearly) past the end: a block jumped over earlier
             guess, score, kind = self._skipped[0][0], cfg.line_score, None
         if self._edits and m < n and g <= 4:
