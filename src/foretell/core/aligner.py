@@ -66,7 +66,6 @@ from foretell.core.draft import Draft, Proposer
 
 
 
-
 @dataclass(frozen=True)
 class AlignerConfig:
     """Knobs of the realignment heuristics (defaults tuned with ``benchmarks/simulate_alignment.py``).
@@ -304,7 +303,7 @@ class PredictionAligner(Proposer):
         self._jumped_from: tuple | None = None  # the diverged state a backward re-anchor left (:meth:`_reanchor`)
         self._rewrites = _Rewrites()  # substitutions seen, applied to drafts
         self._closers: set[tuple[int, ...]] = set()  # last lines of inserted blocks the output rejoined after
-        self._guess_kind: str | None = None  # "rejoin", "line" or "block" while such a guess drafts next (:meth:`_choose`)
+        self._guess_kind: str | None = None  # "rejoin", "line", "block": such a guess drafts next (:meth:`_choose`)
         self._best: tuple[int, int] = (0 if self._pred else -1, self._run)  # (draft start, evidence)
         self._best_score = math.inf
         self._top: tuple[float, int, int, float] | None = None  # best hypothesis: (score, -cursor, tokens, bits)
