@@ -72,21 +72,39 @@ def test_bf16_weights_give_the_bits_of_their_fp32_widening(gemm, n, k):
     torch.testing.assert_close(gemm.linear(x, narrow, b), expected, rtol=1e-5, atol=1e-4)
 
 
-@pytest.fixture(params=["native", "widened"])
+def has_amx() -> bool:
+    return all(flag in cpu_gemm._cpu_model() for flag in (" amx_tile", " amx_bf16", " avx512_bf16"))
+
+
+@pytest.fixture(scope="module")
+def amx_gemm(gemm):
+    """The kernel with its AMX routes (bf16 rows on AMX tiles), where this CPU has AMX."""
+    if not gemm.amx:
+        if has_amx():
+            pytest.fail("this CPU has AMX: the kernel's AMX routes should have been built and granted")
+        pytest.skip("no AMX here")
+    return gemm
+
+
+@pytest.fixture(params=["amx", "native", "widened"])
 def bf16_route(gemm, request):
-    """bf16 inputs with bf16 weights: VDPBF16PS where the CPU has AVX512-BF16, else widened to fp32."""
+    """bf16 inputs with bf16 weights: on AMX tiles where the CPU has AMX (weights whose rows hold a multiple of 32
+    values), VDPBF16PS where it has AVX512-BF16, else widened to fp32."""
+    if request.param == "amx":
+        return request.getfixturevalue("amx_gemm")
+    native = gemm.without_amx()
     if request.param == "native":
-        if not gemm.bf16dot:
+        if not native.bf16dot:
             if "avx512_bf16" in cpu_gemm._cpu_model():
                 pytest.fail("this CPU has AVX512-BF16: the native bf16 kernel should have been built")
             pytest.skip("no AVX512-BF16 here")
-        return gemm
-    widened = copy.copy(gemm)
+        return native
+    widened = copy.copy(native)
     widened._dot = None
     return widened
 
 
-@pytest.mark.parametrize("n,k", [(9, 37), (130, 64), (64, 896), (7, 5), (13, 3000), (5, 33)])
+@pytest.mark.parametrize("n,k", [(9, 37), (130, 64), (64, 896), (7, 5), (13, 3000), (5, 33), (40, 96)])
 def test_bf16_inputs_match_a_float64_reference_and_rows_stay_independent(bf16_route, n, k):
     """A bf16 model's layer: bf16 in, bf16 out (each output rounded once), within bf16 rounding of the exact
     product; a row's bits do not depend on the other rows of the call (tiles of 1-4 rows, N and K tails)."""
@@ -256,6 +274,7 @@ def test_bf16_attention_runs_on_vdpbf16ps_with_key_ranges_that_split_value_pairs
     natively: a different route from the widened fp32 one (other bits, the same values within bf16 rounding),
     and a query's bits stay its own where its key range starts or ends inside a pair of values (odd first or
     end), alone or beside queries whose ranges start elsewhere."""
+    gemm = gemm.without_amx()
     if gemm._attention_dot is None:
         if "avx512_bf16" in cpu_gemm._cpu_model():
             pytest.fail("this CPU has AVX512-BF16: the native bf16 attention should have been built")
@@ -311,3 +330,55 @@ def test_the_avx2_build_computes_the_same_attention_and_keeps_queries_independen
             for t in (0, 5, 11):
                 alone = avx2.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], dim ** -0.5)
                 assert torch.equal(alone[:, 0], got[:, t])
+
+
+def test_amx_rows_are_their_own_and_round_like_the_other_routes(amx_gemm):
+    """On AMX tiles (K a multiple of 32): other sums than VDPBF16PS's (the route is taken), within bf16 rounding of
+    the exact product; a row's bits alone, in a call of any length (1-40 rows: one to three input tiles, a
+    partial last one) and at any place in it, with N a multiple of 16 and not (a zeroed copy of the last weight
+    rows); head logits rounded to bf16 in the kernel as ``.to(bfloat16)`` rounds (ties to even, inf, NaN)."""
+    gen = torch.Generator().manual_seed(3)
+    native = amx_gemm.without_amx()
+    for n, k in ((64, 896), (37, 64), (16, 4864)):
+        w, b = torch.randn(n, k, generator=gen).bfloat16(), torch.randn(n, generator=gen)
+        x = torch.randn(40, k, generator=gen).bfloat16()
+        got = amx_gemm.logits(x, w, b)
+        torch.testing.assert_close(got.double(), torch.nn.functional.linear(x.double(), w.double(), b.double()),
+                                   rtol=1.6e-2, atol=1e-3 * k ** 0.5)
+        if k > 64:  # the fp32 sums of long rows: a route of their own
+            assert not torch.equal(amx_gemm._run(x, w, b, None, False), native._run(x, w, b, None, False)), (n, k)
+        alone = torch.cat([amx_gemm.logits(x[i : i + 1], w, b) for i in range(40)])
+        assert torch.equal(alone, got)
+        for first, rows in ((0, 16), (3, 17), (7, 33), (39, 1), (20, 20)):
+            assert torch.equal(amx_gemm.logits(x[first : first + rows], w, b), got[first : first + rows])
+    special = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 3.4e38, float("inf"), float("nan"), 0.0])
+    bias = torch.cat([special, torch.randn(25, generator=gen) * 50])
+    zero = torch.zeros(3, 64).bfloat16()  # outputs = the bias exactly: the rounding alone
+    got = amx_gemm.logits(zero, torch.randn(32, 64, generator=gen).bfloat16(), bias)
+    want = bias.bfloat16().float().expand(3, 32)
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))
+
+
+def test_amx_attention_keeps_queries_apart_and_never_reads_past_the_last_key(amx_gemm):
+    """Attention on AMX tiles (head sizes 64 and 128): other bits than VDPBF16PS (the route is taken), within
+    bf16 rounding of the exact result; keys past every query's range are never read into a result, even where
+    the cache holds NaN there (stale or never written); a query's bits alone and beside others whose ranges
+    start and end elsewhere, across 16-query blocks."""
+    native = amx_gemm.without_amx()
+    for heads, kv_heads, dim in ((14, 2, 64), (12, 2, 128)):
+        q, k, v, first, end = _attention_case(heads, kv_heads, dim, 37, torch.bfloat16, seed=dim, capacity=200)
+        first = [f + (t % 4) * 9 for t, f in enumerate(first)]
+        k[:, max(end):], v[:, max(end):] = float("nan"), float("nan")
+        got = amx_gemm.attention(q, k, v, first, end, dim ** -0.5)
+        assert not got.isnan().any()
+        torch.testing.assert_close(got.double(), _attention_reference(q, k, v, first, end, dim ** -0.5),
+                                   rtol=2e-2, atol=2e-2)
+        assert not torch.equal(got, native.attention(q, k, v, first, end, dim ** -0.5))
+        for t in range(37):
+            alone = amx_gemm.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], dim ** -0.5)[:, 0]
+            assert torch.equal(alone, got[:, t]), (dim, t)
+        part = amx_gemm.attention(q[:, 5:30], k, v, first[5:30], end[5:30], dim ** -0.5)
+        assert torch.equal(part, got[:, 5:30])
+    q, k, v, first, end = _attention_case(4, 2, 96, 3, torch.bfloat16, seed=1)  # 96: not on AMX, still right
+    torch.testing.assert_close(amx_gemm.attention(q, k, v, first, end, 0.1).double(),
+                               _attention_reference(q, k, v, first, end, 0.1), rtol=2e-2, atol=2e-2)

@@ -9,6 +9,7 @@ random bf16 Qwen2 whose MLP is wide enough (K = 2048) for the GEMM and GEMV path
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -264,14 +265,16 @@ def test_exact_mode_is_on_by_default_only_where_a_cpu_runs_foretells_kernels(mon
     from foretell.models import loader
 
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
-    monkeypatch.setattr(cpu_gemm, "load", lambda: object())  # the kernels build
+    monkeypatch.setattr(cpu_gemm, "load", lambda: SimpleNamespace(amx=False))  # the kernels build, without AMX
     monkeypatch.setattr(loader, "cpu_has_amx", lambda: False)
     assert runner_module.exact_by_default(cpu, torch.bfloat16)
     assert runner_module.exact_by_default(cpu, torch.float32)
     assert not runner_module.exact_by_default(gpu, torch.bfloat16)  # 64-row blocks: much slower passes
     monkeypatch.setattr(loader, "cpu_has_amx", lambda: True)
-    assert not runner_module.exact_by_default(cpu, torch.bfloat16)  # AMX's GEMM: long passes nearly free
+    assert not runner_module.exact_by_default(cpu, torch.bfloat16)  # AMX's GEMM against VDPBF16PS rows
     assert runner_module.exact_by_default(cpu, torch.float32)
+    monkeypatch.setattr(cpu_gemm, "load", lambda: SimpleNamespace(amx=True))  # the kernels on AMX tiles too
+    assert runner_module.exact_by_default(cpu, torch.bfloat16)
     monkeypatch.setattr(cpu_gemm, "load", lambda: None)  # no kernel: the padded route
     monkeypatch.setattr(loader, "cpu_has_amx", lambda: False)
     assert not runner_module.exact_by_default(cpu, torch.float32)

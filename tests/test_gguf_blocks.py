@@ -73,10 +73,12 @@ def test_the_kernel_decodes_each_format_as_gguf_does(gemm, fmt):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_products_on_blocks_are_the_products_on_the_bf16_weights(gemm, fmt):
-    """Every pass size, with a bias and as rounded head logits into a kept buffer: the same bits. Blocks that
-    decode to other weights change the result of passes of up to BLOCK_ROWS_MAX rows (they are really read)
-    and of none longer (those read the bf16 weights)."""
+@pytest.mark.parametrize("amx", [True, False], ids=["amx-where-present", "vdpbf16ps"])
+def test_products_on_blocks_are_the_products_on_the_bf16_weights(gemm, fmt, amx):
+    """Every pass size, with a bias and as rounded head logits into a kept buffer: the same bits, on AMX tiles
+    where the CPU has them and on VDPBF16PS. Blocks that decode to other weights change the result of passes
+    of up to BLOCK_ROWS_MAX rows (they are really read) and of none longer (those read the bf16 weights)."""
+    gemm = gemm if amx else gemm.without_amx()
     weight, dense = blocks_of(fmt, 37, 512, seed=2)
     other, _ = blocks_of(fmt, 37, 512, seed=3)
     bias = torch.randn(37, generator=torch.Generator().manual_seed(0))
@@ -241,9 +243,11 @@ def test_siblings_that_read_one_input_take_one_call_and_give_the_same_bits(gemm,
     assert sorted(len(g.members) for g in groups.values()) == [2, 2, 2]
     assert all(isinstance(g, SharedInputGroup) for g in groups.values())
     kernel = next(m for m in runners[True].model.modules() if isinstance(m, ExactKernelLinear)).gemm
-    calls = []
-    decode = kernel._linear_q
+    calls = []  # kernel calls that decode blocks: VDPBF16PS's, or AMX's where this CPU has it
+    decode, amx = kernel._linear_q, kernel._amx
     monkeypatch.setattr(kernel, "_linear_q", lambda *args: calls.append(args[5]) or decode(*args))
+    if amx is not None:
+        monkeypatch.setattr(kernel, "_amx", lambda *args: (args[2] is not None and calls.append(args[5])) or amx(*args))
     rng = random.Random(1)
     prompt = [rng.randrange(256) for _ in range(20)]
     for n in (1, 2, 3, 4, 5):

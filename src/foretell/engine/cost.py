@@ -160,7 +160,7 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     key = f"v3|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
     gemm = cpu_gemm.load() if runner.device.type == "cpu" else None
     if gemm is not None:  # a new build of foretell's kernels (linears, attention) prices passes anew
-        key = f"{key}|cpu_gemm={gemm.path.parent.name}"
+        key = f"{key}|cpu_gemm={gemm.path.parent.name}{'+amx' if gemm.amx else ''}"
     if plan is not None:
         key = f"v4|kernel plan per shape|{key}"
     path = cache_dir / f"cost-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"

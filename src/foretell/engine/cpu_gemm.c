@@ -899,3 +899,297 @@ void foretell_attention_bf16dot_rows(const bf16 *q, const bf16 *k, const bf16 *v
     }
 }
 #endif
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+/* ---- the same products on AMX tiles (Sapphire Rapids and later) ----
+ * foretell_linear_amx: y = x w^T (+ b) for bf16 inputs with bf16 weights, stored (w) or decoded from GGUF blocks
+ * (wq, fmt), K a multiple of 32. Each output is one chain of TDPBF16PS over K, 32 values a step, from zero, in
+ * one fixed order: a tile C (16 weight rows x 16 input rows, fp32) += A (16 weight rows x 32 values, read
+ * straight from the weights) . B (the same 32 values of 16 input rows, as pairs). An element of C depends only
+ * on its weight row and its input row: a row's result is the same bits whatever the other rows of the call
+ * (input rows are padded with zeros to a multiple of 16, weight rows past N read from a zeroed copy). Its sums
+ * round differently from tile_dot's, so a layer must take one route for every row that needs logits. One
+ * weight tile feeds up to 4 input tiles, so a verify pass reads its weights once per 64 rows. */
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef struct __attribute__((packed)) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+/* asks Linux for the AMX tile state of this process (0 where granted); before any other call below */
+int foretell_amx_init(void) {
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 0 : -1;
+}
+
+static void amx_begin(void) { /* every tile: 16 rows of 64 bytes */
+    amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
+    _tile_loadconfig(&c);
+}
+
+/* x (M, K) into B tiles: p[(mb KB + kb) 256 + r 16 + m] = the pair x[16 mb + m, 32 kb + 2 r + {0, 1}] as one 32-bit
+ * value, zeros for rows past M: 16 rows x 16 pairs, transposed */
+static inline void amx_pack(const bf16 *x, int M, int K, int mb, int kb, uint32_t *p) {
+    vec r[16];
+    for (int m = 0; m < 16; m++)
+        r[m] = 16 * mb + m < M ? _mm512_loadu_ps((const float *)(x + (size_t)(16 * mb + m) * K + 32 * kb)) : VZERO();
+    transpose_tile(r);
+    uint32_t *t = p + ((size_t)mb * (K / 32) + kb) * 256;
+    for (int rr = 0; rr < 16; rr++) vstore((float *)(t + rr * 16), r[rr]);
+}
+
+/* C tile (weight rows i, input rows m) from buf into y[(16 mb + m) N + n0 + i] (+ b[n0 + i]; rnd as round_bf16) */
+static inline void amx_store(const float *buf, int mb, int M, int n0, int nv, int N, const float *b, int rnd,
+                             float *y) {
+    int rows = M - 16 * mb < 16 ? M - 16 * mb : 16;
+    if (nv == 16) { /* a column of the tile at a time: the same sum, bias and rounding as below, 16 lanes */
+        const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(16));
+        __m512 bias = b ? _mm512_loadu_ps(b + n0) : _mm512_setzero_ps();
+        for (int m = 0; m < rows; m++) {
+            __m512 t = _mm512_add_ps(_mm512_i32gather_ps(col, buf + m, 4), bias);
+            if (rnd) {
+                __m512i v = _mm512_castps_si512(t);
+                __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), _mm512_set1_epi32(1));
+                __m512i r16 = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(0x7fff)), lsb),
+                                               _mm512_set1_epi32((int)0xffff0000u));
+                t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(t, t, _CMP_ORD_Q), t, _mm512_castsi512_ps(r16));
+            }
+            _mm512_storeu_ps(y + (size_t)(16 * mb + m) * N + n0, t);
+        }
+        return;
+    }
+    for (int m = 0; m < rows; m++) {
+        float *ym = y + (size_t)(16 * mb + m) * N + n0;
+        for (int i = 0; i < nv; i++) {
+            float v = buf[i * 16 + m] + (b ? b[n0 + i] : 0.0f);
+            ym[i] = rnd ? round_bf16(v) : v;
+        }
+    }
+}
+
+/* 16 weight rows (w, K values each) against every input tile, 4 input tiles at a time (C tiles 0-3, the
+ * weights in tile 4, the inputs in 5-7) */
+static void amx_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int nv, int N,
+                     const float *b, int rnd, float *y, float *buf) {
+    int KB = K / 32;
+    size_t step = (size_t)KB * 256; /* one input tile's pairs */
+    for (int mb0 = 0; mb0 < tiles; mb0 += 4) {
+        int cnt = tiles - mb0 < 4 ? tiles - mb0 : 4;
+        const uint32_t *x0 = xp + (size_t)mb0 * step;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int kb = 0; kb < KB; kb++) {
+            const uint32_t *xb = x0 + (size_t)kb * 256;
+            _tile_loadd(4, w + (size_t)kb * 32, (long)K * 2);
+            _tile_loadd(5, xb, 64);
+            _tile_dpbf16ps(0, 4, 5);
+            if (cnt > 1) {
+                _tile_loadd(6, xb + step, 64);
+                _tile_dpbf16ps(1, 4, 6);
+            }
+            if (cnt > 2) {
+                _tile_loadd(7, xb + 2 * step, 64);
+                _tile_dpbf16ps(2, 4, 7);
+            }
+            if (cnt > 3) {
+                _tile_loadd(5, xb + 3 * step, 64);
+                _tile_dpbf16ps(3, 4, 5);
+            }
+        }
+        _tile_stored(0, buf, 64);
+        if (cnt > 1) _tile_stored(1, buf + 256, 64);
+        if (cnt > 2) _tile_stored(2, buf + 512, 64);
+        if (cnt > 3) _tile_stored(3, buf + 768, 64);
+        for (int j = 0; j < cnt; j++) amx_store(buf + 256 * j, mb0 + j, M, n0, nv, N, b, rnd, y);
+    }
+}
+
+/* y (M, N) = x w^T (+ b): w (N, K) bf16, or wq in GGUF format fmt (then w is unused); 0, or -1 where K or the
+ * format does not fit */
+int foretell_linear_amx(const bf16 *x, const bf16 *w, const uint8_t *wq, int fmt, const float *b, float *y, int M,
+                        int N, int K, int threads, int rnd) {
+    if (K % 32 || M <= 0 || N <= 0) return -1;
+    if (wq && (!q_block_bytes(fmt) || K % q_block_values(fmt))) return -1;
+    size_t row_bytes = wq ? (size_t)K / q_block_values(fmt) * q_block_bytes(fmt) : 0;
+    int tiles = (M + 15) / 16, blocks = (N + 15) / 16, KB = K / 32;
+    const size_t xp_n = (size_t)tiles * KB * 256, wide_n = (size_t)16 * K / 2; /* floats */
+    float *ws = workspace(xp_n + (wq || N % 16 ? (size_t)threads * wide_n : 0));
+    uint32_t *xp = (uint32_t *)ws;
+    #pragma omp parallel num_threads(threads)
+    {
+        #pragma omp for schedule(static)
+        for (int i = 0; i < tiles * KB; i++) amx_pack(x, M, K, i / KB, i % KB, xp);
+        float buf[4 * 256] __attribute__((aligned(64)));
+        bf16 *wide = wq || N % 16 ? (bf16 *)(ws + xp_n + (size_t)omp_get_thread_num() * wide_n) : NULL;
+        amx_begin();
+        #pragma omp for schedule(static)
+        for (int blk = 0; blk < blocks; blk++) {
+            int n0 = blk * 16, nv = N - n0 < 16 ? N - n0 : 16;
+            const bf16 *wb = w ? w + (size_t)n0 * K : NULL;
+            if (nv < 16 || wq) {
+                if (nv < 16) memset(wide, 0, (size_t)16 * K * sizeof(bf16));
+                if (wq) dq_rows(wq, fmt, row_bytes, n0, nv, K, wide);
+                else memcpy(wide, wb, (size_t)nv * K * sizeof(bf16));
+                wb = wide;
+            }
+            amx_rows(wb, K, xp, tiles, M, n0, nv, N, b, rnd, y, buf);
+        }
+        _tile_release();
+    }
+    return 0;
+}
+
+/* ---- attention for the queries that need logits, on AMX tiles ----
+ * foretell_attention_amx: arguments and result as foretell_attention_bf16_rows, D a multiple of 64. Per query head
+ * and block of 16 queries: scores Q K^T on tiles (16 queries x 16 keys, 32 dimensions a step), scaled, the keys
+ * outside a query's own range set to -inf; softmax in fp32, the sum in 16 lanes (lane = key mod 16, in key
+ * order) then one horizontal sum; the probabilities rounded to bf16 (as FlashAttention rounds P); then P V on
+ * tiles (16 queries x 16 dimensions, 32 keys a step), divided by the sum. A block spans its queries' keys from a
+ * multiple of 32; keys outside a query's range add exact zeros to its sums, so a query's bits depend only on its
+ * own keys, whatever the other queries of the call (keys past the last range are packed as zeros). */
+int foretell_attention_amx(const bf16 *q, const bf16 *k, const bf16 *v, float *out, const int *first,
+                           const int *end, int T_, int H, int G, int D, long kv_stride, float scale, int threads) {
+    if (D % 64 || T_ <= 0 || G <= 0 || H % G) return -1;
+    const int rep = H / G, KD = D / 32, DB = D / 16, blocks = (T_ + 15) / 16;
+    int lo = first[0], hi = end[0];
+    for (int t = 1; t < T_; t++) { lo = first[t] < lo ? first[t] : lo; hi = end[t] > hi ? end[t] : hi; }
+    lo &= ~31;
+    const int W = ((hi + 31) & ~31) - lo; /* keys [lo, lo + W) packed, zeros from hi */
+    const size_t kp_n = (size_t)G * W * D / 2, scratch = (size_t)16 * W + 8 * W + 8 * D + 16 * 64 + 16;
+    float *ws = workspace(2 * kp_n + (size_t)threads * scratch);
+    u32 *kp = (u32 *)ws, *vp = (u32 *)ws + kp_n;
+    _Pragma("omp parallel num_threads(threads)")
+    {
+        _Pragma("omp for schedule(static)")
+        for (int gj = 0; gj < G * (W / 16); gj++) { /* 16 keys: per 32 dimensions, pairs x keys */
+            int g = gj / (W / 16), j0 = gj % (W / 16) * 16, keys = hi - lo - j0 < 16 ? hi - lo - j0 : 16;
+            const bf16 *src = k + g * kv_stride + (size_t)(lo + j0) * D;
+            for (int kd = 0; kd < KD; kd++) {
+                vec r[16];
+                for (int jj = 0; jj < 16; jj++)
+                    r[jj] = jj < keys ? _mm512_loadu_ps((const float *)(src + (size_t)jj * D + kd * 32)) : VZERO();
+                transpose_tile(r);
+                u32 *dst = kp + (((size_t)g * (W / 16) + j0 / 16) * KD + kd) * 256;
+                for (int rr = 0; rr < 16; rr++) vstore((float *)(dst + rr * 16), r[rr]);
+            }
+        }
+        _Pragma("omp for schedule(static)")
+        for (int gi = 0; gi < G * (W / 2); gi++) { /* value pairs: (v[j][d], v[j + 1][d]) per dimension d */
+            int g = gi / (W / 2), i = gi % (W / 2), j = lo + 2 * i, js = i / 16, r = i % 16;
+            const bf16 *r0 = v + g * kv_stride + (size_t)j * D, *r1 = r0 + D;
+            for (int db = 0; db < DB; db++) {
+                __m512i a = j < hi ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r0 + db * 16)))
+                                   : _mm512_setzero_si512();
+                __m512i b = j + 1 < hi ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(
+                                             _mm256_loadu_si256((const __m256i *)(r1 + db * 16))), 16)
+                                       : _mm512_setzero_si512();
+                _mm512_storeu_si512(vp + (((size_t)g * (W / 32) + js) * DB + db) * 256 + r * 16, _mm512_or_si512(a, b));
+            }
+        }
+        float *s = ws + 2 * kp_n + (size_t)omp_get_thread_num() * scratch;
+        bf16 *pb = (bf16 *)(s + (size_t)16 * W), *qb16 = (bf16 *)(s + (size_t)24 * W);
+        float *ob = s + (size_t)24 * W + 8 * D, *sums = ob + 16 * 64;
+        amx_begin();
+        _Pragma("omp for schedule(static)")
+        for (int it = 0; it < H * blocks; it++) {
+            int h = it / blocks, t0 = it % blocks * 16, nt = T_ - t0 < 16 ? T_ - t0 : 16, g = h / rep;
+            int blo = first[t0], bhi = end[t0];
+            for (int i = 1; i < nt; i++) {
+                blo = first[t0 + i] < blo ? first[t0 + i] : blo;
+                bhi = end[t0 + i] > bhi ? end[t0 + i] : bhi;
+            }
+            const int o0 = (blo & ~31) - lo, o1 = ((bhi + 31) & ~31) - lo; /* this block's keys, from lo */
+            const u32 *kg = kp + (size_t)g * (W / 16) * KD * 256, *vg = vp + (size_t)g * (W / 32) * DB * 256;
+            memset(qb16, 0, (size_t)16 * D * sizeof(bf16));
+            for (int i = 0; i < nt; i++) memcpy(qb16 + (size_t)i * D, q + ((size_t)h * T_ + t0 + i) * D, D * sizeof(bf16));
+            for (int jb = o0 / 16; jb < o1 / 16; jb += 4) { /* scores, 64 keys at a time */
+                int cnt = o1 / 16 - jb < 4 ? o1 / 16 - jb : 4;
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                for (int kd = 0; kd < KD; kd++) {
+                    const u32 *kb = kg + ((size_t)jb * KD + kd) * 256;
+                    _tile_loadd(4, qb16 + kd * 32, (long)D * 2);
+                    _tile_loadd(5, kb, 64);
+                    _tile_dpbf16ps(0, 4, 5);
+                    if (cnt > 1) { _tile_loadd(6, kb + KD * 256, 64); _tile_dpbf16ps(1, 4, 6); }
+                    if (cnt > 2) { _tile_loadd(7, kb + 2 * KD * 256, 64); _tile_dpbf16ps(2, 4, 7); }
+                    if (cnt > 3) { _tile_loadd(5, kb + 3 * KD * 256, 64); _tile_dpbf16ps(3, 4, 5); }
+                }
+                float *sc = s + (size_t)jb * 16 - o0;
+                _tile_stored(0, sc, (long)W * 4);
+                if (cnt > 1) _tile_stored(1, sc + 16, (long)W * 4);
+                if (cnt > 2) _tile_stored(2, sc + 32, (long)W * 4);
+                if (cnt > 3) _tile_stored(3, sc + 48, (long)W * 4);
+            }
+            const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            for (int i = 0; i < 16; i++) { /* softmax of each query's own keys; padding rows get zeros */
+                float *sr = s + (size_t)i * W;
+                bf16 *pr = pb + (size_t)i * W;
+                if (i >= nt) {
+                    memset(pr, 0, (size_t)(o1 - o0) * sizeof(bf16));
+                    continue;
+                }
+                const __m512i f = _mm512_set1_epi32(first[t0 + i]), e = _mm512_set1_epi32(end[t0 + i]);
+                vec mx = _mm512_set1_ps(-INFINITY);
+                for (int c = 0; c < o1 - o0; c += 16) {
+                    __m512i j = _mm512_add_epi32(lane, _mm512_set1_epi32(lo + o0 + c));
+                    __mmask16 in = _mm512_cmpge_epi32_mask(j, f) & _mm512_cmplt_epi32_mask(j, e);
+                    vec x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), in, _mm512_loadu_ps(sr + c), _mm512_set1_ps(scale));
+                    _mm512_storeu_ps(sr + c, x);
+                    mx = _mm512_max_ps(mx, x);
+                }
+                const vec m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+                vec acc = VZERO();
+                for (int c = 0; c < o1 - o0; c += 16) {
+                    __m512i j = _mm512_add_epi32(lane, _mm512_set1_epi32(lo + o0 + c));
+                    __mmask16 in = _mm512_cmpge_epi32_mask(j, f) & _mm512_cmplt_epi32_mask(j, e);
+                    vec p = _mm512_maskz_mov_ps(in, vexp(_mm512_sub_ps(_mm512_loadu_ps(sr + c), m)));
+                    acc = _mm512_add_ps(acc, p);
+                    _mm256_storeu_si256((__m256i *)(pr + c), (__m256i)_mm512_cvtneps_pbh(p));
+                }
+                sums[i] = _mm512_reduce_add_ps(acc);
+            }
+            for (int dh = 0; dh < D; dh += 64) { /* P V, 64 dimensions at a time */
+                const u32 *vd = vg + dh / 16 * 256;
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                for (int js = o0 / 32; js < o1 / 32; js++) {
+                    const u32 *vb = vd + (size_t)js * DB * 256;
+                    _tile_loadd(4, pb + (size_t)js * 32 - o0, (long)W * 2);
+                    _tile_loadd(5, vb, 64);
+                    _tile_dpbf16ps(0, 4, 5);
+                    _tile_loadd(6, vb + 256, 64);
+                    _tile_dpbf16ps(1, 4, 6);
+                    _tile_loadd(7, vb + 512, 64);
+                    _tile_dpbf16ps(2, 4, 7);
+                    _tile_loadd(5, vb + 768, 64);
+                    _tile_dpbf16ps(3, 4, 5);
+                }
+                _tile_stored(0, ob, 256);
+                _tile_stored(1, ob + 16, 256);
+                _tile_stored(2, ob + 32, 256);
+                _tile_stored(3, ob + 48, 256);
+                for (int i = 0; i < nt; i++) {
+                    float *o = out + ((size_t)h * T_ + t0 + i) * D + dh;
+                    const vec inv = _mm512_set1_ps(sums[i]);
+                    for (int d = 0; d < 64; d += 16) _mm512_storeu_ps(o + d, _mm512_div_ps(_mm512_loadu_ps(ob + i * 64 + d), inv));
+                }
+            }
+        }
+        _tile_release();
+    }
+    return 0;
+}
+#endif

@@ -120,6 +120,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import hashlib
 import logging
@@ -170,7 +171,7 @@ class CpuGemm:
     bf16 inputs with bf16 weights (a bf16 model): on VDPBF16PS where the CPU has AVX512-BF16 (:attr:`bf16dot`),
     else widened to fp32; each output rounded once to bf16."""
 
-    def __init__(self, library: ctypes.CDLL, path: Path):
+    def __init__(self, library: ctypes.CDLL, path: Path, amx: bool = True):
         self.path = path
         self._fns = {torch.float32: library.foretell_linear, torch.bfloat16: library.foretell_linear_bf16}
         self._dot = getattr(library, "foretell_linear_bf16dot", None)  # built only for AVX512-BF16
@@ -193,6 +194,20 @@ class CpuGemm:
                 + [ctypes.c_int] * 5
             self._dequantize.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                          ctypes.c_void_p]
+        # the same products on AMX tiles (built only for AMX; used where Linux grants this process the tiles)
+        self._amx = getattr(library, "foretell_linear_amx", None)
+        if self._amx is not None:
+            library.foretell_amx_init.restype = ctypes.c_int
+            if amx and library.foretell_amx_init() == 0:
+                self._amx.restype = ctypes.c_int
+                self._amx.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 2 \
+                    + [ctypes.c_int] * 5
+            else:
+                self._amx = None
+        self._attention_amx = getattr(library, "foretell_attention_amx", None) if self._amx is not None else None
+        if self._attention_amx is not None:
+            self._attention_amx.restype = ctypes.c_int
+            self._attention_amx.argtypes = self._attention[torch.bfloat16].argtypes
         library.foretell_lanes.restype = ctypes.c_int
         self.lanes: int = library.foretell_lanes()  # fp32 lanes per vector in this build: 16 (AVX-512) or 8 (AVX2)
 
@@ -200,6 +215,18 @@ class CpuGemm:
     def bf16dot(self) -> bool:
         """Whether bf16 inputs are multiplied natively (VDPBF16PS) rather than widened to fp32."""
         return self._dot is not None
+
+    @property
+    def amx(self) -> bool:
+        """Whether bf16 inputs with bf16 weights run on AMX tiles (``foretell_linear_amx``) for every weight whose
+        rows hold a multiple of 32 values, instead of on VDPBF16PS: rows still independent, other bits."""
+        return self._amx is not None
+
+    def without_amx(self) -> CpuGemm:
+        """This kernel with its AMX routes off: bf16 rows on VDPBF16PS, as on a CPU without AMX."""
+        other = copy.copy(self)
+        other._amx = other._attention_amx = None
+        return other
 
     @property
     def reads_blocks(self) -> bool:
@@ -235,10 +262,26 @@ class CpuGemm:
         if bias is not None and (bias.dtype != torch.float32 or bias.shape != (n,) or not bias.is_contiguous()):
             raise ValueError(f"linear_blocks takes a contiguous float32 bias of {n} values")
         result = torch.empty(m, n, dtype=torch.float32)
-        self._linear_q(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
-                       bias.data_ptr() if bias is not None else None, result.data_ptr(), m, n, k,
-                       torch.get_num_threads(), 0)
+        if not self._amx_run(rows, None, blocks, bias, result, rounded=False):
+            self._linear_q(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
+                           bias.data_ptr() if bias is not None else None, result.data_ptr(), m, n, k,
+                           torch.get_num_threads(), 0)
         return result.reshape(*x.shape[:-1], n).to(x.dtype)
+
+    def _amx_run(self, rows: torch.Tensor, weight: torch.Tensor | None, blocks: GgufWeight | None,
+                 bias: torch.Tensor | None, result: torch.Tensor, rounded: bool) -> bool:
+        """``result`` = rows W^T (+ b) on AMX tiles from ``blocks`` (where given) or ``weight`` (bf16); False,
+        with nothing written, where this build or the weight's shape does not take that route. The route depends
+        on the weight's shape alone, so every call of a layer takes the same one."""
+        k = rows.shape[1]
+        if self._amx is None or k % 32:
+            return False
+        n = result.shape[1]
+        wq = None if blocks is None else blocks.data.data_ptr()
+        fmt = 0 if blocks is None else blocks.fmt
+        return self._amx(rows.data_ptr(), None if weight is None else weight.data_ptr(), wq, fmt,
+                         bias.data_ptr() if bias is not None else None, result.data_ptr(), rows.shape[0], n, k,
+                         torch.get_num_threads(), int(rounded)) == 0
 
     def logits(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                out: torch.Tensor | None = None, blocks: GgufWeight | None = None) -> torch.Tensor:
@@ -282,13 +325,17 @@ class CpuGemm:
             raise ValueError(f"out must be a contiguous float32 CPU buffer of at least {m * n} values")
         else:
             result = out.view(-1)[: m * n].view(m, n)
-        if m and blocks is not None and fn is self._dot and m <= BLOCK_ROWS_MAX and self.reads_blocks:
-            if blocks.shape != (n, k):
-                raise ValueError(f"GGUF blocks of shape {blocks.shape} for a weight of shape {(n, k)}")
+        read_blocks = bool(m) and blocks is not None and fn is self._dot and m <= BLOCK_ROWS_MAX and self.reads_blocks
+        if read_blocks and blocks.shape != (n, k):
+            raise ValueError(f"GGUF blocks of shape {blocks.shape} for a weight of shape {(n, k)}")
+        if not m or (fn is self._dot and self._amx_run(rows, weight, blocks if read_blocks else None, bias, result,
+                                                       rounded)):
+            return result
+        if read_blocks:
             self._linear_q(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
                            bias.data_ptr() if bias is not None else None, result.data_ptr(), m, n, k,
                            torch.get_num_threads(), int(rounded))
-        elif m:
+        else:
             fn(rows.data_ptr(), weight.data_ptr(), bias.data_ptr() if bias is not None else None,
                result.data_ptr(), m, n, k, torch.get_num_threads(), int(rounded))
         return result
@@ -297,6 +344,11 @@ class CpuGemm:
         """Whether :meth:`attention` takes queries and caches of this dtype and head size (fp32 or bf16, a head
         size of at most 16 vectors: 256 with AVX-512, 128 with AVX2)."""
         return dtype in self._attention and 0 < head_dim <= 16 * self.lanes
+
+    def attends_on_amx(self, head_dim: int) -> bool:
+        """Whether bf16 attention of this head size runs on AMX tiles (``foretell_attention_amx``: head sizes that
+        are a multiple of 64), where it was faster than PyTorch's SDPA at every size measured."""
+        return self._attention_amx is not None and head_dim % 64 == 0
 
     def attention(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, first: list[int],
                   end: list[int], scale: float) -> torch.Tensor:
@@ -317,11 +369,14 @@ class CpuGemm:
         query = query.contiguous()
         bounds = torch.tensor([first, end], dtype=torch.int32)
         out = torch.empty(heads, n, dim, dtype=torch.float32)
+        args = (query.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), bounds[0].data_ptr(),
+                bounds[1].data_ptr(), n, heads, kv_heads, dim, capacity * dim, scale, torch.get_num_threads())
+        if query.dtype == torch.bfloat16 and self.attends_on_amx(dim) and self._attention_amx(*args) == 0:
+            return out.to(query.dtype)
         fn = self._attention[query.dtype]
         if query.dtype == torch.bfloat16 and self._attention_dot is not None and dim % 32 == 0:
             fn = self._attention_dot
-        fn(query.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), bounds[0].data_ptr(),
-           bounds[1].data_ptr(), n, heads, kv_heads, dim, capacity * dim, scale, torch.get_num_threads())
+        fn(*args)
         return out.to(query.dtype)
 
 
@@ -398,7 +453,7 @@ def load() -> CpuGemm | None:
 
     try:
         path = _build(cache_dir())
-        gemm = CpuGemm(ctypes.CDLL(str(path)), path)
+        gemm = CpuGemm(ctypes.CDLL(str(path)), path, amx=os.environ.get("FORETELL_CPU_AMX", "1") != "0")
         _check(gemm)
     except Exception as exc:  # noqa: BLE001 - any failure means: keep the library kernels
         log.warning("foretell's CPU GEMM is not available, the library kernels are used: %s", exc)
@@ -417,3 +472,10 @@ def _check(gemm: CpuGemm) -> None:
         raise RuntimeError("the built kernel's results differ from torch's")
     if not torch.equal(gemm.linear(x, w.bfloat16(), b), got):
         raise RuntimeError("the built kernel's bf16-weight results differ from its fp32 ones")
+    if gemm.amx:  # bf16 rows on AMX tiles: right, and each row the same bits alone
+        x, w = torch.randn(5, 64, generator=gen).bfloat16(), torch.randn(9, 64, generator=gen).bfloat16()
+        expected = torch.nn.functional.linear(x.double(), w.double(), b.double())
+        got = gemm.logits(x, w, b)
+        if not torch.allclose(got.double(), expected, atol=3e-2, rtol=1e-2) \
+                or not torch.equal(gemm.logits(x[2:3], w, b), got[2:3]):
+            raise RuntimeError("the built kernel's AMX results differ from torch's")

@@ -1026,17 +1026,19 @@ def kv_shape_of(model) -> KVShape:
 def exact_by_default(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether exact mode is on when nobody asked either way (``EngineConfig(exact=None)``): where it costs
     little. On a CPU where foretell's kernels build (the rows that need logits run on its linear and attention
-    kernels) it cost 0-7% of wall time on the real edits (AMD EPYC, bf16; docs/EXACT.md), so it is on there,
-    except for bf16 on a CPU with AMX, whose GEMM makes long verify passes nearly free where the kernel's rows
-    are not: on a 2-core Sapphire Rapids Xeon, the 0.5B's 64-token pass took 538 ms in exact mode against 254 ms,
-    and ``foretell bench`` ran real edits 4.29x plain decoding against 6.91x, verbatim copies 6.1x against 16.2x
-    (benchmarks/results/run-2026-11-26-spr). Off on a GPU (every layer on 64-row blocks: a 129-token pass cost
+    kernels) it cost 0-7% of wall time on the real edits (AMD EPYC, bf16; docs/EXACT.md), so it is on there.
+    For bf16 on a CPU with AMX only where the kernels run on AMX tiles too (``CpuGemm.amx``): oneDNN's GEMM makes
+    long verify passes nearly free there, and the kernel's VDPBF16PS rows were not (a 2-core Sapphire Rapids
+    Xeon, the 0.5B's 64-token pass: 538 ms in exact mode against 254 ms; ``foretell bench`` ran real edits 4.29x
+    plain decoding against 6.91x, benchmarks/results/run-2026-11-26-spr), while its AMX rows and attention keep
+    up with oneDNN and SDPA (docs/EXACT.md). Off on a GPU (every layer on 64-row blocks: a 129-token pass cost
     6.7x the default's on an H200) and where the kernel cannot be built (the padded route)."""
-    if device.type != "cpu" or cpu_gemm.load() is None:
+    gemm = cpu_gemm.load() if device.type == "cpu" else None
+    if gemm is None:
         return False
     from foretell.models.loader import cpu_has_amx
 
-    return not (dtype == torch.bfloat16 and cpu_has_amx())
+    return gemm.amx or not (dtype == torch.bfloat16 and cpu_has_amx())
 
 
 def cpu_attention_kernel(shape: KVShape) -> CpuGemm | None:
@@ -1049,15 +1051,20 @@ def cpu_attention_kernel(shape: KVShape) -> CpuGemm | None:
 
 def sdpa_is_faster(shape: KVShape) -> bool:
     """Whether SDPA beats foretell's CPU attention for caches of this shape: bf16 on a CPU with AMX, where
-    PyTorch's FlashAttention runs on AMX tiles. On the lent GPU machine's host CPU (an Intel Xeon with AMX,
+    PyTorch's FlashAttention runs on AMX tiles, unless the kernel runs on AMX tiles too (head sizes that are a
+    multiple of 64: ``CpuGemm.attends_on_amx``). On the lent GPU machine's host CPU (an Intel Xeon with AMX,
     torch 2.11, 2 threads; ``benchmarks/results/gpu-2026-11-26-h100``), ms per layer call, SDPA against the
-    kernel: a 512-token prompt chunk after 1,536 keys 10.8 against 23.2 (the 0.5B's heads) and 8.9 against
-    35.9 (the 1.5B's); 128 verify queries after 4,000 keys 6.6 against 14.7 and 5.6 against 23.8; one query
-    even (0.27/0.25) or SDPA ahead (0.31/0.48). Elsewhere (AMD EPYC Zen 4 with AVX512-BF16, a Xeon without
+    VDPBF16PS kernel: a 512-token prompt chunk after 1,536 keys 10.8 against 23.2 (the 0.5B's heads) and 8.9
+    against 35.9 (the 1.5B's); 128 verify queries after 4,000 keys 6.6 against 14.7 and 5.6 against 23.8; one
+    query even (0.27/0.25) or SDPA ahead (0.31/0.48). The AMX kernel was ahead of SDPA at every size measured
+    on a 2-core Sapphire Rapids VM (docs/EXACT.md). Elsewhere (AMD EPYC Zen 4 with AVX512-BF16, a Xeon without
     AMX, fp32) the kernel was faster at every size measured."""
     from foretell.models.loader import cpu_has_amx
 
-    return shape.device.type == "cpu" and shape.dtype == torch.bfloat16 and cpu_has_amx()
+    if shape.device.type != "cpu" or shape.dtype != torch.bfloat16 or not cpu_has_amx():
+        return False
+    gemm = cpu_gemm.load()
+    return gemm is None or not gemm.attends_on_amx(shape.head_dim)
 
 
 class ModelRunner:
