@@ -4,6 +4,8 @@ refusal where it cannot be built."""
 from __future__ import annotations
 
 import copy
+import ctypes
+import os
 
 import pytest
 import torch
@@ -80,9 +82,12 @@ def has_amx() -> bool:
 def amx_gemm(gemm):
     """The kernel with its AMX routes (bf16 rows on AMX tiles), where this CPU has AMX."""
     if not gemm.amx:
-        if has_amx():
-            pytest.fail("this CPU has AMX: the kernel's AMX routes should have been built and granted")
-        pytest.skip("no AMX here")
+        if os.environ.get("FORETELL_CPU_AMX") == "0":
+            pytest.skip("AMX turned off (FORETELL_CPU_AMX=0)")
+        library = ctypes.CDLL(str(gemm.path))
+        if has_amx() and (not hasattr(library, "foretell_amx_init") or library.foretell_amx_init() == 0):
+            pytest.fail("this CPU has AMX and Linux grants its tiles: the kernel's AMX routes should be on")
+        pytest.skip("no AMX here, or Linux does not grant its tiles")
     return gemm
 
 
@@ -349,6 +354,7 @@ def test_amx_rows_are_their_own_and_round_like_the_other_routes(amx_gemm):
             assert not torch.equal(amx_gemm._run(x, w, b, None, False), native._run(x, w, b, None, False)), (n, k)
         alone = torch.cat([amx_gemm.logits(x[i : i + 1], w, b) for i in range(40)])
         assert torch.equal(alone, got)
+        assert torch.equal(amx_gemm.linear(x, w, b).float(), got)  # bf16 written by the kernel: the same bits
         for first, rows in ((0, 16), (3, 17), (7, 33), (39, 1), (20, 20)):
             assert torch.equal(amx_gemm.logits(x[first : first + rows], w, b), got[first : first + rows])
     special = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 3.4e38, float("inf"), float("nan"), 0.0])
@@ -357,6 +363,9 @@ def test_amx_rows_are_their_own_and_round_like_the_other_routes(amx_gemm):
     got = amx_gemm.logits(zero, torch.randn(32, 64, generator=gen).bfloat16(), bias)
     want = bias.bfloat16().float().expand(3, 32)
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))
+    bf16 = amx_gemm.linear(zero, torch.randn(32, 64, generator=gen).bfloat16(), bias)  # written as bf16 by the kernel
+    assert bf16.dtype == torch.bfloat16 and torch.equal(bf16.float().isnan(), want.isnan())
+    assert torch.equal(bf16.float().nan_to_num(0.0), want.nan_to_num(0.0))
 
 
 def test_amx_attention_keeps_queries_apart_and_never_reads_past_the_last_key(amx_gemm):

@@ -943,9 +943,12 @@ static inline void amx_pack(const bf16 *x, int M, int K, int mb, int kb, uint32_
     for (int rr = 0; rr < 16; rr++) vstore((float *)(t + rr * 16), r[rr]);
 }
 
-/* C tile (weight rows i, input rows m) from buf into y[(16 mb + m) N + n0 + i] (+ b[n0 + i]; rnd as round_bf16) */
+/* C tile (weight rows i, input rows m) from buf into y[(16 mb + m) N + n0 + i] (+ b[n0 + i]; rnd as round_bf16;
+ * rnd 2: y holds bf16, each output those rounded bits, a NaN torch's 0x7fc0) */
 static inline void amx_store(const float *buf, int mb, int M, int n0, int nv, int N, const float *b, int rnd,
-                             float *y) {
+                             void *out) {
+    float *y = out;
+    bf16 *yb = out;
     int rows = M - 16 * mb < 16 ? M - 16 * mb : 16;
     if (nv == 16) { /* a column of the tile at a time: the same sum, bias and rounding as below, 16 lanes */
         const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -958,17 +961,30 @@ static inline void amx_store(const float *buf, int mb, int M, int n0, int nv, in
                 __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), _mm512_set1_epi32(1));
                 __m512i r16 = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(0x7fff)), lsb),
                                                _mm512_set1_epi32((int)0xffff0000u));
-                t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(t, t, _CMP_ORD_Q), t, _mm512_castsi512_ps(r16));
+                __mmask16 ord = _mm512_cmp_ps_mask(t, t, _CMP_ORD_Q);
+                if (rnd == 2) {
+                    __m512i bits = _mm512_mask_blend_epi32(ord, _mm512_set1_epi32(0x7fc0), _mm512_srli_epi32(r16, 16));
+                    _mm256_storeu_si256((__m256i *)(yb + (size_t)(16 * mb + m) * N + n0), _mm512_cvtepi32_epi16(bits));
+                    continue;
+                }
+                t = _mm512_mask_blend_ps(ord, t, _mm512_castsi512_ps(r16));
             }
             _mm512_storeu_ps(y + (size_t)(16 * mb + m) * N + n0, t);
         }
         return;
     }
     for (int m = 0; m < rows; m++) {
-        float *ym = y + (size_t)(16 * mb + m) * N + n0;
+        size_t o = (size_t)(16 * mb + m) * N + n0;
         for (int i = 0; i < nv; i++) {
             float v = buf[i * 16 + m] + (b ? b[n0 + i] : 0.0f);
-            ym[i] = rnd ? round_bf16(v) : v;
+            if (rnd == 2) {
+                unsigned int u;
+                v = round_bf16(v);
+                __builtin_memcpy(&u, &v, sizeof u);
+                yb[o + i] = v == v ? (bf16)(u >> 16) : 0x7fc0;
+            } else {
+                y[o + i] = rnd ? round_bf16(v) : v;
+            }
         }
     }
 }
@@ -976,7 +992,7 @@ static inline void amx_store(const float *buf, int mb, int M, int n0, int nv, in
 /* 16 weight rows (w, K values each) against every input tile, 4 input tiles at a time (C tiles 0-3, the
  * weights in tile 4, the inputs in 5-7) */
 static void amx_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int nv, int N,
-                     const float *b, int rnd, float *y, float *buf) {
+                     const float *b, int rnd, void *y, float *buf) {
     int KB = K / 32;
     size_t step = (size_t)KB * 256; /* one input tile's pairs */
     for (int mb0 = 0; mb0 < tiles; mb0 += 4) {
@@ -1012,9 +1028,9 @@ static void amx_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M,
     }
 }
 
-/* y (M, N) = x w^T (+ b): w (N, K) bf16, or wq in GGUF format fmt (then w is unused); 0, or -1 where K or the
- * format does not fit */
-int foretell_linear_amx(const bf16 *x, const bf16 *w, const uint8_t *wq, int fmt, const float *b, float *y, int M,
+/* y (M, N) = x w^T (+ b): w (N, K) bf16, or wq in GGUF format fmt (then w is unused); y float32, or bf16 with
+ * rnd 2 (see amx_store); 0, or -1 where K or the format does not fit */
+int foretell_linear_amx(const bf16 *x, const bf16 *w, const uint8_t *wq, int fmt, const float *b, void *y, int M,
                         int N, int K, int threads, int rnd) {
     if (K % 32 || M <= 0 || N <= 0) return -1;
     if (wq && (!q_block_bytes(fmt) || K % q_block_values(fmt))) return -1;

@@ -111,6 +111,26 @@ the 0.5B's shapes and formats, ``benchmarks/results/engine-2026-11-26-gguf-block
 Decoding costs about what the narrower weights save once the pass is not memory-bound (8 rows), hence the limit;
 Q6_K's 6-bit values took longer to decode than its bf16 weights to read, so it is not decoded.
 
+**AMX tiles** (since 2026-11-27; ``foretell_linear_amx``, ``foretell_attention_amx``; builds for a CPU with AMX,
+used where Linux grants the process the tile state, ``FORETELL_CPU_AMX=0`` turns them off): bf16 rows of a
+weight whose rows hold a multiple of 32 values go through TDPBF16PS instead of VDPBF16PS. A tile of 16 weight
+rows (loaded straight from the weights, or from blocks decoded as above) times the input rows as pairs, 16 at a
+time, zero-padded: each output is one chain of tile products over K from zero, so a row's bits depend on its
+own input alone, whatever the other rows, as on the other routes (but other bits than VDPBF16PS: a layer takes
+one route for every call). Attention of bf16 queries with head sizes that are a multiple of 64 runs on tiles
+too: scores and weighted values 16 queries at a time, a query's keys outside its range adding exact zeros. On a
+2-core Sapphire Rapids VM, ms per call (the 0.5B's shapes; more in docs/EXACT.md):
+
+    rows                          1      16     128
+    896 x 896      oneDNN       0.19   0.14   0.42
+                   AMX tiles    0.10   0.10   0.38
+    4864 x 896     oneDNN       0.71   0.65   2.01
+                   AMX tiles    0.34   0.35   1.87
+    151936 x 896   oneDNN      25.9   26.6   89.3
+                   AMX tiles   14.8   16.0   81.9
+    attention, 14 heads (2 KV), 64 dims, after 3,000 keys: SDPA 0.42 / 1.59 / 6.03, AMX tiles 0.42 / 0.62 / 4.16
+    (VDPBF16PS at 128 queries: 17.1)
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
@@ -247,7 +267,7 @@ class CpuGemm:
         """``F.linear(x, weight, bias)``. ``blocks``: the same weight as GGUF blocks that decode to exactly
         ``weight`` (checked by the caller with :meth:`dequantize`), read instead for bf16 passes of up to
         :data:`BLOCK_ROWS_MAX` rows: the same bits from fewer bytes."""
-        out = self._run(x, weight, bias, None, rounded=False, blocks=blocks)
+        out = self._run(x, weight, bias, None, rounded=False, blocks=blocks, bf16_out=x.dtype == torch.bfloat16)
         return out.reshape(*x.shape[:-1], weight.shape[0]).to(x.dtype)
 
     def linear_blocks(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -279,9 +299,10 @@ class CpuGemm:
         n = result.shape[1]
         wq = None if blocks is None else blocks.data.data_ptr()
         fmt = 0 if blocks is None else blocks.fmt
+        mode = 2 if result.dtype == torch.bfloat16 else int(rounded)  # 2: bf16 outputs, the rounded bits
         return self._amx(rows.data_ptr(), None if weight is None else weight.data_ptr(), wq, fmt,
                          bias.data_ptr() if bias is not None else None, result.data_ptr(), rows.shape[0], n, k,
-                         torch.get_num_threads(), int(rounded)) == 0
+                         torch.get_num_threads(), mode) == 0
 
     def logits(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                out: torch.Tensor | None = None, blocks: GgufWeight | None = None) -> torch.Tensor:
@@ -296,8 +317,10 @@ class CpuGemm:
         return result.reshape(*x.shape[:-1], weight.shape[0])
 
     def _run(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None,
-             rounded: bool, blocks: GgufWeight | None = None) -> torch.Tensor:
-        """float32 [rows, N] = x W^T (+ b), each output rounded to bf16 where ``rounded``."""
+             rounded: bool, blocks: GgufWeight | None = None, bf16_out: bool = False) -> torch.Tensor:
+        """float32 [rows, N] = x W^T (+ b), each output rounded to bf16 where ``rounded``. ``bf16_out``: where the
+        call runs on AMX tiles into a fresh result, that result is bf16 (the bits ``.to(bfloat16)`` gives the
+        float32 one), written once: no float32 buffer to fault in and convert."""
         bf16_input = x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16
         fn = self._fns.get(weight.dtype)
         if (x.dtype != torch.float32 and not bf16_input) or fn is None or x.device.type != "cpu" \
@@ -319,8 +342,9 @@ class CpuGemm:
         if bias is not None:
             bias = bias.float().contiguous()
         m = rows.shape[0]
+        amx_out = bf16_out and out is None and fn is self._dot and self._amx is not None and k % 32 == 0
         if out is None:
-            result = torch.empty(m, n, dtype=torch.float32)
+            result = torch.empty(m, n, dtype=torch.bfloat16 if amx_out else torch.float32)
         elif out.dtype != torch.float32 or out.device.type != "cpu" or not out.is_contiguous() or out.numel() < m * n:
             raise ValueError(f"out must be a contiguous float32 CPU buffer of at least {m * n} values")
         else:
@@ -331,6 +355,8 @@ class CpuGemm:
         if not m or (fn is self._dot and self._amx_run(rows, weight, blocks if read_blocks else None, bias, result,
                                                        rounded)):
             return result
+        if result.dtype != torch.float32:  # AMX did not take it (blocks of a format it cannot read at this K)
+            result = torch.empty(m, n, dtype=torch.float32)
         if read_blocks:
             self._linear_q(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
                            bias.data_ptr() if bias is not None else None, result.data_ptr(), m, n, k,
