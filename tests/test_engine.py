@@ -516,7 +516,8 @@ def test_row_dispatch_on_a_bf16_model_runs_foretells_kernel_on_the_same_weights(
     model = make_tiny_model(seed=8, dtype=torch.bfloat16)
     original = copy.deepcopy(model)
     plan = row_dispatch_cpu_linears(model, own_gemm=True)
-    assert plan is not None and plan.kernel == ("foretell+bf16dot" if gemm.bf16dot else "foretell+bf16widened")
+    assert plan is not None and plan.kernel == ("foretell+amx" if gemm.amx else "foretell+bf16dot" if gemm.bf16dot
+                                                else "foretell+bf16widened")
     layers = [m for m in model.modules() if isinstance(m, RowDispatchLinear)]
     assert model.get_output_embeddings() in layers
     assert {id(m) for m in model.modules() if type(m) is torch.nn.Linear} == {id(m.dense) for m in layers}

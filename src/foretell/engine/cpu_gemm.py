@@ -119,17 +119,17 @@ time, zero-padded: each output is one chain of tile products over K from zero, s
 own input alone, whatever the other rows, as on the other routes (but other bits than VDPBF16PS: a layer takes
 one route for every call). Attention of bf16 queries with head sizes that are a multiple of 64 runs on tiles
 too: scores and weighted values 16 queries at a time, a query's keys outside its range adding exact zeros. On a
-2-core Sapphire Rapids VM, ms per call (the 0.5B's shapes; more in docs/EXACT.md):
+2-core Sapphire Rapids VM, ms per call, the 0.5B's shapes, AMX tiles / VDPBF16PS / oneDNN's bf16 GEMM
+(``benchmarks/results/run-2026-11-27-spr-amx/kernels_amx.txt``; bf16 results written by the kernel):
 
-    rows                          1      16     128
-    896 x 896      oneDNN       0.19   0.14   0.42
-                   AMX tiles    0.10   0.10   0.38
-    4864 x 896     oneDNN       0.71   0.65   2.01
-                   AMX tiles    0.34   0.35   1.87
-    151936 x 896   oneDNN      25.9   26.6   89.3
-                   AMX tiles   14.8   16.0   81.9
-    attention, 14 heads (2 KV), 64 dims, after 3,000 keys: SDPA 0.42 / 1.59 / 6.03, AMX tiles 0.42 / 0.62 / 4.16
-    (VDPBF16PS at 128 queries: 17.1)
+    rows                  1                  16                 128
+    4864 x 896     0.27 / 0.29 / 0.48   0.27 / 1.08 / 0.47   0.80 / 7.15 / 1.00
+    896 x 4864     0.24 / 0.23 / 0.51   0.30 / 1.15 / 0.46   0.74 / 6.66 / 1.08
+    151936 x 896   11.8 / 12.3 / 16.3   12.4 / 32.4 / 19.9   34.3 / 249 / 43.0
+
+Attention after 3,000 keys (14 heads, 2 KV heads, 64 dimensions), AMX tiles / SDPA / VDPBF16PS: one query
+0.21 / 0.25 / 0.15, 16 queries 0.39 / 0.81 / 1.25, 128 queries 2.40 / 3.65 / 9.37, a 512-query chunk
+9.9 / 15.1 / 39.5.
 
 Example::
 

@@ -563,7 +563,8 @@ def _bf16_dispatch(model, gemm: CpuGemm) -> KernelPlan:
     copy), by layer shape and pass size as the plan measures. On a 2-core AMD EPYC with AVX512-BF16 the kernel's
     VDPBF16PS path took 0.37 ms against oneDNN's 0.60 for one row of the 0.5B's MLP matrix (4864 x 896), 0.83
     against 0.91 for 16, and lost from ~64 rows (2.24 against 1.87)."""
-    plan = KernelPlan(kernel="foretell+bf16dot" if gemm.bf16dot else "foretell+bf16widened")
+    plan = KernelPlan(kernel="foretell+amx" if gemm.amx else "foretell+bf16dot" if gemm.bf16dot
+                      else "foretell+bf16widened")
     _swap_linears(model, lambda child: RowDispatchLinear(child, plan, gemm))
     return plan
 
