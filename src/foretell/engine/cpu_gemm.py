@@ -288,13 +288,17 @@ class CpuGemm:
                            torch.get_num_threads(), 0)
         return result.reshape(*x.shape[:-1], n).to(x.dtype)
 
+    def _amx_takes(self, k: int) -> bool:
+        """Whether a weight whose rows hold ``k`` values runs on AMX tiles (its shape alone decides)."""
+        return self._amx is not None and k % 32 == 0
+
     def _amx_run(self, rows: torch.Tensor, weight: torch.Tensor | None, blocks: GgufWeight | None,
                  bias: torch.Tensor | None, result: torch.Tensor, rounded: bool) -> bool:
         """``result`` = rows W^T (+ b) on AMX tiles from ``blocks`` (where given) or ``weight`` (bf16); False,
         with nothing written, where this build or the weight's shape does not take that route. The route depends
         on the weight's shape alone, so every call of a layer takes the same one."""
         k = rows.shape[1]
-        if self._amx is None or k % 32:
+        if not self._amx_takes(k):
             return False
         n = result.shape[1]
         wq = None if blocks is None else blocks.data.data_ptr()
@@ -342,7 +346,7 @@ class CpuGemm:
         if bias is not None:
             bias = bias.float().contiguous()
         m = rows.shape[0]
-        amx_out = bf16_out and out is None and fn is self._dot and self._amx is not None and k % 32 == 0
+        amx_out = bf16_out and out is None and fn is self._dot and self._amx_takes(k)
         if out is None:
             result = torch.empty(m, n, dtype=torch.bfloat16 if amx_out else torch.float32)
         elif out.dtype != torch.float32 or out.device.type != "cpu" or not out.is_contiguous() or out.numel() < m * n:
