@@ -31,6 +31,7 @@ def test_outputs_written(bench):
     out, result = bench
     assert set(result) >= {"meta", "tasks", "concurrency", "profile", "summary", "notes", "plots"}
     assert (out / "results.md").read_text().startswith("# foretell benchmark")
+    assert "replay vs n-gram (policy / best k / best source)" in (out / "results.md").read_text()
     for name in PLOTS:
         assert name in result["plots"]
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -62,6 +63,11 @@ def test_every_suite_ran(bench):
             bound = task["copy_bound"]  # the least a drafter knowing the output could take (see copy_bound)
             assert bound["any"]["cost"] <= bound["runs4"]["cost"] <= task["output_tokens"] - 1
             assert bound["any"]["vs_ngram"] >= bound["runs4"]["vs_ngram"] > 0
+            if task["prediction_tokens"]:  # the policy replayed on the output, and knowing it (policy_bounds)
+                replay = task["policy_bounds"]
+                assert set(replay) == {"ngram", "policy", "k", "source"}
+                assert all(replay[label]["vs_ngram"] > 0 and replay[label]["passes"] >= 1
+                           for label in ("policy", "k", "source"))
     kinds = {t["kind"] for t in result["tasks"] if t["suite"] == "controls"}
     assert kinds == {"no_prediction", "garbage", "empty", "first_half"}
     expected = {(n, mode) for n in (1, 2) for mode in ("plain", "ngram", "prediction")}

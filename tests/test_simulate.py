@@ -249,3 +249,43 @@ def test_cheapest_copy_prices_passes_not_counts_them():
     assert bound.cost < cliff.ratio(17)  # one pass over all 17
     assert cheapest_copy(copy_runs([[99]], [1, 2, 3], 8), cliff).cost == pytest.approx(3.0)
     assert cheapest_copy(runs, cliff, min_run=18).cost == pytest.approx(17.0)  # no run is long enough
+
+
+def test_hindsight_k_drafts_a_perfect_prediction_whole_from_the_first_pass():
+    """Knowing the output, the chosen part drafts exactly as far as it matches: a prediction equal to the output
+    then takes ceil(n / (k_max + 1)) passes, where the policy itself starts short (nothing is known yet) and
+    verifies no token it would reject."""
+    out = list(range(100, 140))
+    spec = SpeculationParams(prediction=tuple(out))
+    policy = lambda: DraftPolicy(make_proposer([1, 2, 3], spec), CURVE, trees=False)  # noqa: E731
+    plain = simulate_policy(policy(), out, k_max=16)
+    best_k = simulate_policy(policy(), out, k_max=16, hindsight="k")
+    assert best_k.passes == 3 < plain.passes
+    assert best_k.cost < plain.cost
+    assert all(proposed == accepted for proposed, accepted in best_k.sources.values())
+
+
+def test_hindsight_source_drafts_from_the_part_that_matches():
+    """The prediction is wrong from its third token while the prompt holds the output: with the best source in
+    hindsight the n-gram part drafts where it matches further, and nothing verified is ever rejected."""
+    out = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+    prompt = [1, 2] + out + [3]
+    spec = SpeculationParams(prediction=(5, 6, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49))
+    policy = lambda: DraftPolicy(make_proposer(prompt, spec), CURVE, trees=False)  # noqa: E731
+    best = simulate_policy(policy(), out, hindsight="source")
+    assert best.sources.get("ngram", [0, 0])[1] > 0
+    assert all(proposed == accepted for proposed, accepted in best.sources.values())
+    assert best.cost <= simulate_policy(policy(), out, hindsight="k").cost + 1e-9
+    with pytest.raises(ValueError):
+        simulate_policy(policy(), out, hindsight="oracle")
+
+
+@FAST
+@given(seqs, seqs)
+def test_hindsight_never_verifies_a_rejected_token(pred, out):
+    prompt = [7, 8] + pred + [9]
+    spec = SpeculationParams(prediction=tuple(pred) if pred else None)
+    for hindsight in ("k", "source"):
+        result = simulate_policy(DraftPolicy(make_proposer(prompt, spec), CURVE, trees=False), out, hindsight=hindsight)
+        assert all(proposed == accepted for proposed, accepted in result.sources.values())
+        assert result.passes <= len(out)

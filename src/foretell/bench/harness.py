@@ -350,6 +350,37 @@ def copy_bound(task: Task, plain: RunResult, ngram: RunResult | None, ours: RunR
     return bound
 
 
+def policy_bounds(task: Task, ours: RunResult, engine) -> dict[str, Any] | None:
+    """The draft policy replayed on this output (no model, :func:`foretell.core.simulate.simulate_policy`: one
+    request alone, this run's cost curve, the engine's k_max and token trees): n-gram lookup alone, the
+    prediction's policy, and that policy knowing the output (``hindsight``): ``k``, the part it ranked first
+    drafts exactly as far as its draft matches; ``source``, the part whose draft matches furthest does. Each as
+    n-gram lookup's replayed cost over its own (``vs_ngram``): the gap from ``policy`` to ``k`` is what the k
+    policy loses, from ``k`` to ``source`` what the choice among the sources adds (the copy bound covers drafts
+    no part makes). None for a task without a prediction."""
+    if not task.prediction_ids or not ours.token_ids:
+        return None
+    from foretell.core.policy import DraftPolicy
+    from foretell.core.prediction import make_proposer
+    from foretell.core.simulate import simulate_policy
+
+    output = list(ours.token_ids)
+    if ours.finish_reason == "stop" and engine.eos_ids and output[-1] not in engine.eos_ids:
+        output.append(min(engine.eos_ids))  # the pass that emits the end of the turn counts too
+
+    def replay(spec: SpeculationParams, hindsight: str | None = None):
+        policy = DraftPolicy(make_proposer(task.prompt_ids, spec, engine.token_classes), engine.cost,
+                             engine.config.adaptive_k, trees=not engine.runner.exact, stop_ids=engine.eos_ids)
+        return simulate_policy(policy, output, engine.config.k_max, hindsight)
+
+    ngram = replay(NGRAM_SPEC)
+    bounds: dict[str, Any] = {"ngram": {"passes": ngram.passes, "cost": ngram.cost}}
+    for label, hindsight in (("policy", None), ("k", "k"), ("source", "source")):
+        run = replay(foretell_spec(task), hindsight)
+        bounds[label] = {"passes": run.passes, "cost": run.cost, "vs_ngram": _ratio(ngram.cost, run.cost)}
+    return bounds
+
+
 def token_text_fn(tokenizer) -> Callable[[int], str]:
     cache: dict[int, str] = {}
 
@@ -539,6 +570,7 @@ class Bench:
         row["copy_oracle"] = copy_oracle_efficiency(task, ours, self.engine.config.k_max)
         row["copy_bound"] = copy_bound(task, plain, runs.get("ngram"), ours, self.engine.cost,
                                        self.engine.config.k_max)
+        row["policy_bounds"] = policy_bounds(task, ours, self.engine)
         row["decode_speedup"] = row["runs"]["foretell"]["decode_speedup_vs_plain"]
         row["acceptance_rate"] = ours.acceptance_rate
         row["draft_acceptance"] = ours.draft_acceptance

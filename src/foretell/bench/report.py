@@ -65,6 +65,8 @@ def _suite_summary(rows: list[dict]) -> dict[str, Any]:
         "vs_ngram_min": min((r["speedup_vs_ngram"] for r in rows if r.get("speedup_vs_ngram")), default=None),
         "copy_oracle_efficiency_mean": _mean((r.get("copy_oracle") or {}).get("efficiency") for r in rows),
         "copy_bound_vs_ngram_geomean": {label: geomean(_bound(r, label) for r in rows) for label in ("any", "runs4")},
+        "policy_bounds_vs_ngram_geomean": {label: geomean(_policy_bound(r, label) for r in rows)
+                                           for label in POLICY_BOUNDS},
         "acceptance_rate_mean": _mean(r["acceptance_rate"] for r in rows),
         "draft_acceptance_mean": _mean(r.get("draft_acceptance") for r in rows),
         "identical": sum(1 for r in rows if r["identical"]),
@@ -75,6 +77,25 @@ def _suite_summary(rows: list[dict]) -> dict[str, Any]:
 def _bound(row: dict[str, Any], label: str) -> float | None:
     """The task's copy bound over n-gram lookup (see :func:`foretell.bench.harness.copy_bound`), if measured."""
     return ((row.get("copy_bound") or {}).get(label) or {}).get("vs_ngram")
+
+
+POLICY_BOUNDS = ("policy", "k", "source")
+
+
+def _policy_bound(row: dict[str, Any], label: str) -> float | None:
+    """The task's replayed policy (or a hindsight bound of it) over n-gram lookup's replay (see
+    :func:`foretell.bench.harness.policy_bounds`), if there was a prediction."""
+    return ((row.get("policy_bounds") or {}).get(label) or {}).get("vs_ngram")
+
+
+def _policy_cell(row_or_summary: dict[str, Any], per_task: bool = True) -> str:
+    """'policy / best k / best source' replayed over n-gram lookup as a table cell."""
+    if per_task:
+        values = [_policy_bound(row_or_summary, label) for label in POLICY_BOUNDS]
+    else:
+        geo = row_or_summary.get("policy_bounds_vs_ngram_geomean") or {}
+        values = [geo.get(label) for label in POLICY_BOUNDS]
+    return "–" if values[0] is None else " / ".join(_x(v) for v in values)
 
 
 def _bounds(row_or_summary: dict[str, Any], per_task: bool = True) -> str:
@@ -253,7 +274,11 @@ def markdown(result: dict[str, Any]) -> str:
         "copies from the prediction, the prompt or the output so far, knowing the output (its cheapest "
         "decode on the run's cost curve at plain decoding's time per token, plus the time to first token): "
         "any = every copyable run, runs ≥ 4 = only runs of at least 4 tokens; what a prediction could add "
-        "over n-gram lookup on this machine at most. Identical = same token ids as plain decoding (in bf16 "
+        "over n-gram lookup on this machine at most. Replay vs n-gram = the draft policy replayed on the "
+        "output (no model: one request alone, on the run's cost curve), n-gram lookup's replayed cost over: "
+        "the prediction's policy / the same policy drafting exactly as far as its chosen draft matches (best "
+        "k) / drafting from whichever source's draft matches furthest (best source): the gaps are what the k "
+        "policy and the choice of source lose. Identical = same token ids as plain decoding (in bf16 "
         "a batched verify pass may round differently from a one-token pass, so a mismatch there is reported, "
         "not hidden).",
         "",
@@ -275,7 +300,8 @@ def markdown(result: dict[str, Any]) -> str:
     if main:
         lines += ["## Tasks", ""]
         header = ["task", "out tok", "plain tok/s e2e", "foretell tok/s e2e", "speedup", "decode ×",
-                  "vs n-gram", "copy bound vs n-gram (any / runs ≥ 4)", "passes ours/n-gram",
+                  "vs n-gram", "copy bound vs n-gram (any / runs ≥ 4)",
+                  "replay vs n-gram (policy / best k / best source)", "passes ours/n-gram",
                   "oracle eff (real passes)", "TTFT plain/ours s",
                   "accept", "draft acc", "passes plain→ours", "align eff", "1st-div eff", "line eff", "HF PLD ×",
                   "ours / HF PLD", "identical"]
@@ -284,7 +310,8 @@ def markdown(result: dict[str, Any]) -> str:
             p, o, a = r["runs"]["plain"], r["runs"]["foretell"], r.get("alignment") or {}
             vs = r.get("passes_vs_ngram")
             rows.append([r["name"], str(r["output_tokens"]), _f(p["tok_s"], 1), _f(o["tok_s"], 1), _x(r["speedup"]),
-                         _x(r["decode_speedup"]), _vs_ngram(r), _bounds(r), f"{vs[0]}/{vs[1]}" if vs else "–",
+                         _x(r["decode_speedup"]), _vs_ngram(r), _bounds(r), _policy_cell(r),
+                         f"{vs[0]}/{vs[1]}" if vs else "–",
                          _f((r.get("copy_oracle") or {}).get("efficiency")),
                          f"{_f(p['ttft_s'])}/{_f(o['ttft_s'])}", _f(r["acceptance_rate"]),
                          _f(r.get("draft_acceptance")),
@@ -301,7 +328,8 @@ def markdown(result: dict[str, Any]) -> str:
             al = s.get("alignment") or {}
             suite_rows.append([suite, str(s["tasks"]), _x(s["speedup_geomean"]), _x(s["decode_speedup_geomean"]),
                                f"{_x(s.get('vs_ngram_geomean'))} (min {_x(s.get('vs_ngram_min'))})",
-                               _bounds(s, per_task=False), _f(s.get("copy_oracle_efficiency_mean")),
+                               _bounds(s, per_task=False), _policy_cell(s, per_task=False),
+                               _f(s.get("copy_oracle_efficiency_mean")),
                                _f(s["acceptance_rate_mean"]), _f(s.get("draft_acceptance_mean")),
                                _f(al.get("efficiency")),
                                _f(al.get("first_divergence_efficiency")), _f(al.get("line_based_efficiency")),
@@ -310,7 +338,8 @@ def markdown(result: dict[str, Any]) -> str:
         if suite_rows:
             lines += ["Per suite (geometric means; alignment pooled):", ""]
             lines += _table(["suite", "tasks", "speedup", "decode ×", "vs n-gram (geomean, min)",
-                             "copy bound vs n-gram (any / runs ≥ 4)", "oracle eff (real passes, mean)", "accept",
+                             "copy bound vs n-gram (any / runs ≥ 4)",
+                             "replay vs n-gram (policy / best k / best source)", "oracle eff (real passes, mean)", "accept",
                              "draft acc", "align eff",
                              "1st-div eff", "line eff",
                              "HF PLD ×", "ours / HF PLD", "identical"], suite_rows) + [""]

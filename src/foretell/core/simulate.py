@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Sequence, Union
 import numpy as np
 
 from foretell.core.adaptive_k import CostModel
-from foretell.core.draft import Draft, Proposer
+from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 from foretell.core.tokens import TokenClasses
 
 KPolicy = Union[int, Callable[[Proposer], int]]
@@ -242,19 +242,35 @@ class PolicyResult:
         return self.output_len / self.cost if self.cost else 1.0
 
 
-def simulate_policy(policy, output: Sequence[int], k_max: int = 128) -> PolicyResult:
+HINDSIGHT = ("k", "source")
+
+
+def simulate_policy(policy, output: Sequence[int], k_max: int = 128, hindsight: str | None = None) -> PolicyResult:
     """Generate ``output`` the way the engine does, one request alone: ``policy`` (a
     :class:`foretell.core.policy.DraftPolicy`) picks each draft (and maybe a second branch), the target
     accepts the longest prefix of either that matches the output plus one token, the policy learns and the
-    proposer observes. ``sources`` counts [proposed, accepted] per source (both branches)."""
+    proposer observes. ``sources`` counts [proposed, accepted] per source (both branches).
+
+    ``hindsight`` bounds what a better policy could do with the same drafts, knowing the output: ``"k"``, the
+    part the policy ranked first drafts exactly as many tokens as match, none where nothing matches (where the
+    choice of k loses time: drafts rejected part-way, drafts that stopped while the output went on as they
+    would have, and steps that drafted nothing where a draft would have paid); ``"source"``,
+    every part's longest draft is compared and the one that matches furthest drafts exactly that far (where the
+    choice among the sources loses time too). Chains only; the policy still learns from each step."""
+    if hindsight not in (None, *HINDSIGHT):
+        raise ValueError(f"hindsight must be one of {HINDSIGHT} or None")
     output = list(output)
     pos = passes = 0
     cost = 0.0
     sources: dict[str, list[int]] = {}
     while pos < len(output):
-        decision = policy.decide(min(k_max, len(output) - pos - 1))
+        room = min(k_max, len(output) - pos - 1)
+        decision = policy.decide(room)
+        drafts = [decision.draft, decision.branch]
+        if hindsight is not None:
+            drafts = [_hindsight_draft(decision, output, pos, room, hindsight)]
         hits = 0
-        for draft in (decision.draft, decision.branch):
+        for draft in drafts:
             if draft is not None and draft.tokens:
                 matched = _common_prefix(draft.tokens, output, pos)
                 hits = max(hits, matched)
@@ -266,9 +282,24 @@ def simulate_policy(policy, output: Sequence[int], k_max: int = 128) -> PolicyRe
         if policy.proposer is not None:
             policy.proposer.observe(emitted)
         passes += 1
-        cost += decision.cost
+        cost += decision.cost if hindsight is None else policy.cost.ratio(len(drafts[0]) + 1)
         pos += len(emitted)
     return PolicyResult(passes, cost, len(output), sources)
+
+
+def _hindsight_draft(decision, output: list[int], pos: int, room: int, hindsight: str) -> Draft:
+    """The draft :func:`simulate_policy` verifies with ``hindsight``: the chosen part's (``"k"``) or the best
+    matching part's (``"source"``) longest draft, cut where it stops matching the output."""
+    options = [decision.chosen] if hindsight == "k" else decision.options
+    best, best_len = EMPTY_DRAFT, 0
+    for option in options:
+        if option is None or option.limit <= 0:
+            continue
+        draft = option.part.propose(min(option.limit, room))
+        matched = _common_prefix(draft.tokens, output, pos)
+        if matched > best_len:
+            best, best_len = Draft(draft.tokens[:matched], None, draft.source), matched
+    return best
 
 
 def newline_ids(token_ids: Iterable[int], token_text: Callable[[int], str]) -> frozenset[int]:
