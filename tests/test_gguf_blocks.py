@@ -46,6 +46,18 @@ def gemm():
     return built
 
 
+@pytest.fixture
+def blocks_route(gemm, monkeypatch):
+    """The kernel on the route where the engine reads GGUF blocks: on a CPU with AMX its layers read their bf16
+    weights instead (the faster read there), so these tests take its VDPBF16PS route, as on a CPU without AMX,
+    for the engines they build too."""
+    if not gemm.amx:
+        return gemm
+    other = gemm.without_amx()
+    monkeypatch.setattr(cpu_gemm, "load", lambda: other)
+    return other
+
+
 def blocks_of(fmt: str, rows: int, cols: int, seed: int = 0) -> tuple[GgufWeight, torch.Tensor]:
     """Random blocks of ``fmt`` and the bf16 weight gguf-py's reference decoder gives for them."""
     qtype = getattr(gguf.GGMLQuantizationType, fmt)
@@ -103,12 +115,13 @@ def test_blocks_of_another_shape_are_refused(gemm):
 
 
 @pytest.mark.parametrize("route", ["exact", "dispatch"])
-def test_a_layer_takes_blocks_that_decode_to_its_weights_and_reads_them(gemm, route):
+def test_a_layer_takes_blocks_that_decode_to_its_weights_and_reads_them(gemm, blocks_route, route):
     """Exact mode's layer and the default mode's dispatching one (its plan choosing foretell's kernel) keep a
-    linear's ``gguf_weight`` only where it decodes to the layer's bf16 weights, and read it for short passes."""
+    linear's ``gguf_weight`` only where it decodes to the layer's bf16 weights, and read it for short passes;
+    on AMX tiles they keep none (their bf16 weights are read)."""
     from foretell.engine.runner import ExactRows, KernelPlan, RowDispatchLinear
 
-    def layer(blocks):
+    def layer(blocks, gemm=blocks_route):
         linear = torch.nn.Linear(512, 37, bias=True).bfloat16()
         with torch.no_grad():
             linear.weight.copy_(dense)
@@ -120,6 +133,8 @@ def test_a_layer_takes_blocks_that_decode_to_its_weights_and_reads_them(gemm, ro
     weight, dense = blocks_of("Q5_0", 37, 512, seed=4)
     other, _ = blocks_of("Q5_0", 37, 512, seed=5)
     assert layer(other).blocks is None  # not its weights: ignored
+    if gemm.amx:
+        assert layer(weight, gemm).blocks is None
     taken = layer(weight)
     assert taken.blocks is weight
     x = torch.randn(2, 512, generator=torch.Generator().manual_seed(0)).bfloat16()
@@ -225,7 +240,7 @@ def engine_for(path, blocks: bool) -> LLMEngine:
     return LLMEngine(runner, loader.load_tokenizer(path), config)
 
 
-def test_siblings_that_read_one_input_take_one_call_and_give_the_same_bits(gemm, converted, monkeypatch):
+def test_siblings_that_read_one_input_take_one_call_and_give_the_same_bits(blocks_route, converted, monkeypatch):
     """q and k (Q5_0; v is Q8_0) in both layers, gate and up (Q5_0) in layer 0: passes of up to 4 rows run each
     group as one kernel call, with logits equal to the bit to those of one call per layer."""
     from foretell.engine.kv_cache import SeqKV
@@ -279,7 +294,7 @@ def outputs(engine, requests) -> tuple[list[list[int]], list[int]]:
             [got[r.request_id][-1].stats.forward_passes for r in requests])
 
 
-def test_a_quantized_gguf_decodes_the_same_tokens_on_its_blocks(gemm, converted):
+def test_a_quantized_gguf_decodes_the_same_tokens_on_its_blocks(blocks_route, converted):
     """Plain decoding and perfect, edited, garbage and empty predictions, batched: the engine reading the blocks
     gives every token that the same engine on the bf16 weights gives, and the predictions save passes."""
     rng = random.Random(0)
@@ -297,3 +312,47 @@ def test_a_quantized_gguf_decodes_the_same_tokens_on_its_blocks(gemm, converted)
     expected = plain + [out for out in plain for _ in range(4)]
     assert got == expected
     assert passes[:2] == [48, 48] and max(passes[2], passes[6]) < 12  # perfect predictions: few passes
+
+
+def test_on_amx_siblings_join_their_bf16_weights_and_take_one_call_in_every_pass(gemm, converted, monkeypatch):
+    """On AMX tiles no layer reads blocks; q/k/v and gate/up join their bf16 weights (the layers' weights, the
+    library's for prompt chunks too, become views of the joined buffer) and run as one call in passes of every
+    size, with logits equal to the bit to those of one call per layer."""
+    from foretell.engine.kv_cache import SeqKV
+    from foretell.engine.runner import Segment
+
+    if not gemm.amx:
+        pytest.skip("this CPU has no AMX tiles (or Linux did not grant them)")
+    runners = {}
+    for grouped in (True, False):
+        runner = ModelRunner(loader.load_model(converted, torch.bfloat16, "cpu"), exact=True)
+        assert runner.block_layers == 0
+        if not grouped:
+            for m in runner.model.modules():
+                if isinstance(m, ExactKernelLinear):
+                    m.group = None
+        runners[grouped] = runner
+    groups = {id(m.group): m.group for m in runners[True].model.modules() if getattr(m, "group", None)}
+    assert sorted(len(g.members) for g in groups.values()) == [2, 2, 3, 3]
+    for group in groups.values():
+        storage = group.weight.untyped_storage().data_ptr()
+        for m in group.members:
+            assert m.kernel_weight.untyped_storage().data_ptr() == storage
+            assert m.dense.weight.data_ptr() == m.kernel_weight.data_ptr()
+    amx = gemm._amx
+    calls = []
+    monkeypatch.setattr(gemm, "_amx", lambda *args: calls.append(args[7]) or amx(*args))
+    rng = random.Random(2)
+    prompt = [rng.randrange(256) for _ in range(20)]
+    for n in (1, 2, 5, 17, 40):
+        tokens = [rng.randrange(256) for _ in range(n)]
+        logits, counts = {}, {}
+        for grouped, runner in runners.items():
+            kv = SeqKV(runner.kv_shape, 128, 128)
+            runner.forward([Segment(kv, prompt, 1)])  # a prompt chunk: the library reads the shared weights
+            kv.length = len(prompt)
+            calls.clear()
+            logits[grouped] = runner.forward([Segment(kv, tokens, n)])[0]
+            counts[grouped] = len(calls)
+        assert torch.equal(logits[True], logits[False])
+        assert counts[False] - counts[True] == 2 * (2 + 1)  # per layer q+k+v in one call, gate+up in one

@@ -990,7 +990,12 @@ static inline void amx_store(const float *buf, int mb, int M, int n0, int nv, in
 }
 
 /* 16 weight rows (w, K values each) against every input tile, 4 input tiles at a time (C tiles 0-3, the
- * weights in tile 4, the inputs in 5-7) */
+ * weights in tile 4, the inputs in 5-7). The weight tile's 16 rows lie K values apart: the hardware prefetchers
+ * follow 16 such streams poorly, so each step first asks for the rows' values AMX_PREFETCH steps ahead. Measured
+ * on the 2-core Sapphire Rapids VM (bf16 weights cold, 2 threads, each call against the same call without it,
+ * interleaved): 4864 x 896 with 48-128 rows 10-35% faster, the 0.5B's head 151936 x 896 with 48-128 rows 15-25%
+ * faster, one row unchanged. The products, their order and so the bits are the same. */
+#define AMX_PREFETCH 8
 static void amx_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int nv, int N,
                      const float *b, int rnd, void *y, float *buf) {
     int KB = K / 32;
@@ -1004,6 +1009,9 @@ static void amx_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M,
         _tile_zero(3);
         for (int kb = 0; kb < KB; kb++) {
             const uint32_t *xb = x0 + (size_t)kb * 256;
+            if (kb + AMX_PREFETCH < KB)
+                for (int r = 0; r < 16; r++)
+                    _mm_prefetch((const char *)(w + (size_t)r * K + (size_t)(kb + AMX_PREFETCH) * 32), _MM_HINT_T0);
             _tile_loadd(4, w + (size_t)kb * 32, (long)K * 2);
             _tile_loadd(5, xb, 64);
             _tile_dpbf16ps(0, 4, 5);

@@ -111,7 +111,7 @@ class LLMEngine:
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:
             route = ("|exact+kernel" if engine.runner.exact_kernel else "|exact") if exact else ""
-            if engine.runner.block_layers:  # short passes read the GGUF blocks: another curve
+            if engine.runner.block_layers or engine.runner.block_groups:  # blocks read, layers joined: another curve
                 route += f"|blocks={engine.runner.block_layers},groups={engine.runner.block_groups}"
             if engine.runner.lean:  # decode and verify passes skip transformers' wrappers: another curve
                 route += "|lean"

@@ -638,7 +638,23 @@ class ExactKernelLinear(torch.nn.Module):
         self.out_features = linear.out_features
         self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
         self.blocks = _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
-        self.group: SharedInputGroup | None = None  # siblings read with it in one call (short passes)
+        self.group: SharedInputGroup | None = None  # siblings read with it in one call
+
+    def joins_weights(self) -> bool:
+        """Whether a :class:`SharedInputGroup` may join this layer's bf16 weights: its rows run on AMX tiles and
+        the library's weight for prompt chunks (if any) is the very same tensor."""
+        weight = self.kernel_weight
+        return (self.gemm.amx and weight.dtype == torch.bfloat16 and weight.shape[1] % 32 == 0
+                and (self.dense is None or self.dense.weight.data_ptr() == weight.data_ptr()))
+
+    def share_weight(self, view: torch.Tensor) -> None:
+        """Take ``view`` (the same values, in a :class:`SharedInputGroup`'s joined buffer) as this layer's weight,
+        the library's too: the old tensor is freed."""
+        if not torch.equal(view, self.kernel_weight):
+            raise ValueError("a shared weight must hold this layer's values")
+        self.kernel_weight = view
+        if self.dense is not None:
+            self.dense.weight = torch.nn.Parameter(view, requires_grad=False)
 
     @property
     def weight(self) -> torch.Tensor:
@@ -685,24 +701,39 @@ class ExactKernelLinear(torch.nn.Module):
 
 
 class SharedInputGroup:
-    """Sibling layers that read the same input and keep GGUF blocks of one format (a decoder layer's q/k/v
-    projections, its gate/up projections): in a pass of up to :data:`~foretell.engine.cpu_gemm.BLOCK_ROWS_MAX`
-    rows the first of them to run computes all of them in one kernel call over their blocks laid end to end,
-    and the others take their columns of that result. Each output is still its own dot product in the same
-    order, so the bits are those of separate calls; what goes is the per-call cost (Python, the call, the
-    threads' start), about a tenth of a one-token pass of the 0.5B. The layers' own blocks become views of the
-    joined buffer (no extra memory)."""
+    """Sibling layers that read the same input (a decoder layer's q/k/v projections, its gate/up projections),
+    computed in one kernel call by the first of them to run; the others take their columns of that result.
+    Each output is still its own dot product in the same order, so the bits are those of separate calls; what
+    goes is the per-call cost (Python, the call, the threads' start), about a tenth of a one-token pass of the
+    0.5B. Two kinds:
 
-    def __init__(self, members: list[ExactKernelLinear], gemm: CpuGemm):
-        first = members[0].blocks
-        data = torch.cat([m.blocks.data for m in members])
-        offset = 0
+    - ``weights`` (on AMX tiles): the siblings' bf16 weights laid end to end, for passes of any size. The layers'
+      weights (the kernel's and the library's for prompt chunks) become views of the joined buffer.
+    - blocks (elsewhere): their GGUF blocks laid end to end, for passes of up to
+      :data:`~foretell.engine.cpu_gemm.BLOCK_ROWS_MAX` rows; the layers' blocks become views of the joined buffer.
+
+    Neither keeps extra memory."""
+
+    def __init__(self, members: list[ExactKernelLinear], gemm: CpuGemm, weights: bool = False):
+        self.weight: torch.Tensor | None = None
+        self.blocks: GgufWeight | None = None
+        if weights:
+            self.weight = torch.cat([m.kernel_weight for m in members])
+            offset = 0
+            for m in members:
+                m.share_weight(self.weight[offset : offset + m.out_features])
+                offset += m.out_features
+        else:
+            first = members[0].blocks
+            data = torch.cat([m.blocks.data for m in members])
+            offset = 0
+            for m in members:
+                size = m.blocks.data.numel()
+                m.blocks = GgufWeight(first.fmt, data[offset : offset + size], m.blocks.shape)
+                offset += size
+            self.blocks = GgufWeight(first.fmt, data, (sum(m.out_features for m in members), first.shape[1]))
         for m in members:
-            size = m.blocks.data.numel()
-            m.blocks = GgufWeight(first.fmt, data[offset : offset + size], m.blocks.shape)
-            offset += size
             m.group = self
-        self.blocks = GgufWeight(first.fmt, data, (sum(m.out_features for m in members), first.shape[1]))
         biases = [m.kernel_bias for m in members]
         self.bias = None if biases[0] is None else torch.cat(biases).contiguous()
         self.members, self.gemm = members, gemm
@@ -710,7 +741,10 @@ class SharedInputGroup:
         self._outputs: dict[int, torch.Tensor] = {}
 
     def takes(self, x: torch.Tensor) -> bool:
-        return x.dtype == torch.bfloat16 and 0 < x.numel() // x.shape[-1] <= cpu_gemm.BLOCK_ROWS_MAX
+        rows = x.numel() // x.shape[-1]
+        if self.weight is not None:
+            return x.dtype == torch.bfloat16 and rows > 0
+        return x.dtype == torch.bfloat16 and 0 < rows <= cpu_gemm.BLOCK_ROWS_MAX
 
     def output(self, member: ExactKernelLinear, x: torch.Tensor) -> torch.Tensor:
         """``member``'s result on ``x``: from the group's last call when that was on this very tensor and
@@ -718,7 +752,10 @@ class SharedInputGroup:
         same tensor and change it in between in no model this serves; inference tensors keep no version count
         to check that.)"""
         if x is not self._input or id(member) not in self._outputs:
-            joined = self.gemm.linear_blocks(x, self.blocks, self.bias)
+            if self.weight is not None:
+                joined = self.gemm.linear(x, self.weight, self.bias)
+            else:
+                joined = self.gemm.linear_blocks(x, self.blocks, self.bias)
             parts = joined.split([m.out_features for m in self.members], dim=-1)
             self._outputs = {id(m): part for m, part in zip(self.members, parts)}
             self._input = x
@@ -730,29 +767,33 @@ class SharedInputGroup:
     @classmethod
     def join(cls, model, gemm: CpuGemm) -> int:
         """Group each module's ``q_proj``/``k_proj``/``v_proj`` and ``gate_proj``/``up_proj`` children (the
-        Llama/Qwen layout) that read blocks of one format and, for q/k/v, all or none have a bias. Returns how
-        many groups were made."""
+        Llama/Qwen layout) whose rows run on AMX tiles from bf16 weights, or elsewhere read GGUF blocks of one
+        format; for q/k/v, all or none with a bias. Returns how many groups were made."""
         made = 0
         for module in model.modules():
             for names in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")):
                 layers = [getattr(module, name, None) for name in names]
-                layers = [m for m in layers if isinstance(m, ExactKernelLinear) and m.blocks is not None
-                          and m.group is None]
-                by_format: dict[tuple, list[ExactKernelLinear]] = {}
+                layers = [m for m in layers if isinstance(m, ExactKernelLinear) and m.group is None]
+                by_key: dict[tuple, list[ExactKernelLinear]] = {}
                 for m in layers:
-                    key = (m.blocks.fmt, m.blocks.shape[1], m.kernel_bias is None)
-                    by_format.setdefault(key, []).append(m)
-                for group in by_format.values():
+                    if gemm.amx:
+                        key = ("weights", m.kernel_weight.shape[1], m.kernel_bias is None) if m.joins_weights() else None
+                    else:
+                        key = None if m.blocks is None else (m.blocks.fmt, m.blocks.shape[1], m.kernel_bias is None)
+                    if key is not None:
+                        by_key.setdefault(key, []).append(m)
+                for key, group in by_key.items():
                     if len(group) > 1:
-                        cls(group, gemm)
+                        cls(group, gemm, weights=key[0] == "weights")
                         made += 1
         return made
 
 
 def _checked_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGemm) -> GgufWeight | None:
     """``blocks`` where the kernel decodes them to exactly ``weight`` (bf16), else None: a layer reads its GGUF
-    blocks (:attr:`ExactKernelLinear.blocks`) only where that gives the same bits as its bf16 weights."""
-    if blocks is None or not gemm.reads_blocks or weight.dtype != torch.bfloat16 \
+    blocks (:attr:`ExactKernelLinear.blocks`) only where that gives the same bits as its bf16 weights, and not
+    on AMX tiles, where its bf16 weights are the faster read (see :data:`~foretell.engine.cpu_gemm.BLOCK_ROWS_MAX`)."""
+    if blocks is None or not gemm.reads_blocks or gemm.amx or weight.dtype != torch.bfloat16 \
             or tuple(weight.shape) != blocks.shape:
         return None
     if not torch.equal(gemm.dequantize(blocks).view(torch.int16), weight.contiguous().view(torch.int16)):
@@ -772,7 +813,7 @@ def exact_kernel_linears(model) -> ExactRows | None:
     rows = ExactRows()
     head = model.get_output_embeddings()
     _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head))
-    if gemm.reads_blocks:
+    if gemm.reads_blocks or gemm.amx:
         SharedInputGroup.join(model, gemm)
     return rows
 
@@ -1153,7 +1194,7 @@ class ModelRunner:
 
     @property
     def block_groups(self) -> int:
-        """How many :class:`SharedInputGroup` s read their blocks in one call."""
+        """How many :class:`SharedInputGroup` s compute their layers in one call (from blocks or joined weights)."""
         return len({id(m.group) for m in self.model.modules() if getattr(m, "group", None) is not None})
 
     @property
