@@ -19,7 +19,9 @@
 # .venv-vllm/bin/python becomes a wrapper: the image's python3 (torch 2.11.0+cu130) with vsite, deps and src on
 # its path; foretell's own process runs the same python3 with tf, deps and src.
 #
-#   benchmarks/gpu_vllm.sh probe | sw | smoke | peek | model | test | bench | final | all
+#   benchmarks/gpu_vllm.sh probe | sw | smoke | peek | stop | model | test | bench | pack | final | all
+#   (`stop` ends smoke's server and tests; `pack` folds everything under $OUT into one tarball, since a device call
+#   brings back at most 8 files)
 #   (GPU_VLLM_SUITE=realedit trims the bench; GPU_VLLM_TEST_S, GPU_VLLM_BENCH_S cap the test and the bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -164,6 +166,8 @@ for step in "${@:-all}"; do
     model) model ;;
     test) run_test ;;
     bench) run_bench ;;
+    stop) stop_smoke ;;
+    pack) tar czf /tmp/gpu-vllm-out.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-vllm-out.tgz "$OUT/" ;;
     final) stop_smoke; model && { run_test; run_bench; }; stage done ;;
     all) probe; sw && model && { run_test; run_bench; }; stage done ;;
     *) echo "unknown step: $step"; exit 2 ;;

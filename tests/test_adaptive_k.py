@@ -146,6 +146,31 @@ def test_soften_reset_and_validation():
         AcceptanceTracker(prior_alpha=0.0)
 
 
+def test_the_cost_table_and_the_expected_tokens_kept_between_steps_equal_their_formulas():
+    """The policy prices every draft size of every source at every step: the cost curve is read from a table
+    (grown past its first 1,024 sizes on demand) and E(0..n) is computed once per belief. Both must equal
+    what the formulas give, and the belief's E must follow every change of the belief."""
+    cost = CostModel({2: 1.1, 16: 1.5, 64: 3.0})
+    ns = np.arange(0, 5000, dtype=np.float64)
+    assert np.array_equal(cost.span(0, 5000), cost.ratios(ns))  # past the first table, so it grew
+    assert np.array_equal(cost.span(7, 3), cost.ratios(np.array([7.0, 8.0, 9.0])))
+    assert cost.ratio(40) == cost.ratio(40.0) == float(cost.ratios(np.array([40.0]))[0])
+    assert cost.ratio(2.5) == pytest.approx(1.1 + 0.5 * 0.4 / 14)
+    with pytest.raises(TypeError):
+        cost.span(1.5, 2)
+
+    def direct(tracker, limit):
+        return np.cumsum(tracker.weights @ tracker.grid[:, None] ** np.arange(limit + 1))
+
+    tracker = AcceptanceTracker()
+    for change in (lambda: None, lambda: tracker.record(8, 8), lambda: tracker.record(8, 2),
+                   lambda: tracker.soften(0.25), tracker.reset):
+        change()
+        for limit in (0, 3, 64, 200):
+            assert np.allclose(tracker.expected_tokens(limit), direct(tracker, limit), rtol=1e-12, atol=0)
+    assert not tracker.expected_tokens(5).flags.writeable
+
+
 def test_batch_aware_choice_stops_speculating_when_passes_are_compute_bound():
     """Alone, a fairly good draft pays; in a pass that already holds many tokens of a linear (compute-bound)
     cost curve, every rejected token slows everybody down, so k drops; with a flat curve it stays."""

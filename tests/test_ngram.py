@@ -39,6 +39,28 @@ def test_matches_brute_force_as_tokens_arrive(context, output, min_n, extra, k):
         assert proposer.available() >= len(draft.tokens)
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=60), st.lists(st.integers(0, 3), max_size=60),
+       st.lists(st.integers(1, 20), min_size=1, max_size=8), st.integers(1, 3), st.integers(0, 14))
+def test_tokens_arriving_in_runs_index_as_one_at_a_time(context, output, runs, min_n, extra):
+    """An engine step observes a whole accepted run at once (the index is built slice by slice): the same
+    index, and the same drafts, as observing its tokens one by one."""
+    max_n = min_n + extra
+    at_once, one_by_one = NgramProposer(context, min_n=min_n, max_n=max_n), NgramProposer([], min_n=min_n, max_n=max_n)
+    for token in context:
+        one_by_one.observe([token])
+    seq, i = list(context), 0
+    while i < len(output):
+        run = output[i:i + runs[i % len(runs)]]
+        at_once.observe(run)
+        for token in run:
+            one_by_one.observe([token])
+        seq += run
+        i += len(run)
+        assert at_once.propose(8).tokens == reference(seq, 8, min_n, max_n)
+    assert at_once._follow == one_by_one._follow and at_once._tokens == one_by_one._tokens == seq
+
+
 def test_docstring_example():
     proposer = NgramProposer([1, 2, 3, 4, 1, 2], min_n=1, max_n=3)
     assert proposer.propose(3).tokens == [3, 4, 1]

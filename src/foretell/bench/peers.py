@@ -92,7 +92,9 @@ def hf_generate(model, prompt_ids: list[int], max_new_tokens: int, eos_ids, vari
 # ------------------------------------------------------------------------------------------ vLLM
 
 VLLM_VENV = Path(".venv-vllm")
-VLLM_MODES = ("plain", "ngram", "foretell")
+# the comparison that matters first (vLLM's n-gram lookup, then foretell's plugin), plain decoding last: a run cut
+# short (a lent GPU's lease ending) keeps the pair the targets are set on
+VLLM_MODES = ("ngram", "foretell", "plain")
 
 
 def vllm_available(venv: Path = VLLM_VENV) -> bool:

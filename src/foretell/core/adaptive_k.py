@@ -18,7 +18,9 @@ default) of plain decoding.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -27,6 +29,9 @@ from typing import Callable
 import numpy as np
 
 from foretell.config import ConfigError
+
+
+TABLE_TOKENS = 1024  # token counts whose cost ratio a CostModel keeps in a table from the start
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class CostModel:
     points: dict[int, float]
     _ns: np.ndarray = field(init=False, repr=False, compare=False)
     _ratios: np.ndarray = field(init=False, repr=False, compare=False)
+    _table: np.ndarray = field(init=False, repr=False, compare=False)  # ratios(0 .. len - 1), grown on demand
 
     def __post_init__(self) -> None:
         points = {1: 1.0, **{int(n): float(r) for n, r in self.points.items()}}
@@ -54,10 +60,23 @@ class CostModel:
         ns = sorted(points)
         object.__setattr__(self, "_ns", np.array(ns, dtype=np.float64))
         object.__setattr__(self, "_ratios", np.array([points[n] for n in ns], dtype=np.float64))
+        object.__setattr__(self, "_table", self.ratios(np.arange(TABLE_TOKENS, dtype=np.float64)))
 
     def ratio(self, n: float) -> float:
         """t(n)/t(1) for a pass over ``n`` >= 1 new tokens."""
+        if isinstance(n, (int, np.integer)) and 0 <= n < len(self._table):
+            return float(self._table[n])
         return float(self.ratios(np.array([n], dtype=np.float64))[0])
+
+    def span(self, start: int, count: int) -> np.ndarray:
+        """``ratios`` of the token counts start .. start + count - 1 (integers), read from a table: the policy
+        prices every draft size of every source of every request at every step, and on a GPU, where a pass
+        takes milliseconds, computing the curve each time cost as much as a short pass's share of the step."""
+        start, count = operator.index(start), operator.index(count)
+        end = start + count
+        if end > len(self._table):
+            object.__setattr__(self, "_table", self.ratios(np.arange(max(end, 2 * len(self._table)), dtype=np.float64)))
+        return self._table[start:end]
 
     def ratios(self, ns: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`ratio`."""
@@ -98,6 +117,7 @@ class AcceptanceTracker:
     _uniform: np.ndarray = field(init=False, repr=False)  # what forgetting mixes in
     idle_steps: int = field(init=False, default=0)  # steps since the last proposal
     fruitless_steps: int = field(init=False, default=0)  # consecutive proposals with nothing accepted
+    _expected: np.ndarray | None = field(init=False, repr=False, default=None)  # E(0..n) for the current weights
 
     def __post_init__(self) -> None:
         _require(0.0 < self.prior_alpha < 1.0, "prior_alpha", "must be in (0, 1)")
@@ -106,8 +126,7 @@ class AcceptanceTracker:
         _require(self.probe_k >= 1, "probe_k", "must be >= 1")
         _require(self.probe_budget >= 0.0, "probe_budget", "must be >= 0")
         _require(self.max_probe_interval >= 1, "max_probe_interval", "must be >= 1")
-        near_one = 1.0 - np.geomspace(0.05, 5e-4, 24)
-        self.grid = np.unique(np.concatenate([np.linspace(0.0, 0.95, 39), near_one]))
+        self.grid = alpha_grid()
         a, b = self.prior_alpha * self.prior_weight, (1.0 - self.prior_alpha) * self.prior_weight
         self._initial = self._beta_weights(a, b)
         self._uniform = self._beta_weights(1.0, 1.0)
@@ -119,9 +138,15 @@ class AcceptanceTracker:
         return float(self.weights @ self.grid)
 
     def expected_tokens(self, limit: int) -> np.ndarray:
-        """E[(1 − α^(k+1)) / (1 − α)] under the posterior, for k = 0 .. limit."""
-        moments = self.weights @ self.grid[:, None] ** np.arange(limit + 1)  # E[α^i]
-        return np.cumsum(moments)
+        """E[(1 − α^(k+1)) / (1 − α)] under the posterior, for k = 0 .. limit (read-only: computed once per
+        belief, for at least 64 sizes, as the policy asks for several limits at every step)."""
+        cached = self._expected
+        if cached is None or len(cached) <= limit:
+            size = max(limit + 1, 65, 2 * len(cached) if cached is not None else 0)
+            cached = np.cumsum(self.weights @ _grid_powers(size))  # cumulative E[α^i]
+            cached.flags.writeable = False
+            self._expected = cached
+        return cached[:limit + 1]
 
     def record(self, proposed: int, accepted: int) -> None:
         """One step's outcome: ``accepted`` of ``proposed`` draft tokens (a prefix) were accepted."""
@@ -138,16 +163,16 @@ class AcceptanceTracker:
             with np.errstate(divide="ignore"):
                 log_like = log_like + accepted * np.log(self.grid)
         posterior = prior * np.exp(log_like - log_like.max())
-        self.weights = posterior / posterior.sum()
+        self._believe(posterior / posterior.sum())
 
     def soften(self, keep: float = 0.25) -> None:
         """Keep only ``keep`` of the belief, the rest back to the initial prior (after a realignment)."""
         _require(0.0 <= keep <= 1.0, "keep", "must be in [0, 1]")
-        self.weights = keep * self.weights + (1.0 - keep) * self._initial
+        self._believe(keep * self.weights + (1.0 - keep) * self._initial)
 
     def reset(self) -> None:
         """Forget all evidence: back to the initial prior."""
-        self.weights = self._initial.copy()
+        self._believe(self._initial.copy())
         self.idle_steps = 0
         self.fruitless_steps = 0
 
@@ -161,11 +186,32 @@ class AcceptanceTracker:
         affordable = math.ceil((cost.ratio(k + 1) - 1.0) / self.probe_budget)
         return k if self.idle_steps + 1 >= max(backoff, affordable) else 0
 
+    def _believe(self, weights: np.ndarray) -> None:
+        self.weights = weights
+        self._expected = None
+
     def _beta_weights(self, a: float, b: float) -> np.ndarray:
         """Beta(a, b) discretised on the grid (density times cell width, normalised)."""
         x = np.clip(self.grid, 1e-9, 1 - 1e-9)
         w = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x)) * np.gradient(self.grid)
         return w / w.sum()
+
+
+@functools.cache
+def alpha_grid() -> np.ndarray:
+    """The α values of :class:`AcceptanceTracker`'s posterior: 0 .. 0.95 evenly, then denser towards 1."""
+    near_one = 1.0 - np.geomspace(0.05, 5e-4, 24)
+    grid = np.unique(np.concatenate([np.linspace(0.0, 0.95, 39), near_one]))
+    grid.flags.writeable = False
+    return grid
+
+
+@functools.lru_cache(maxsize=8)
+def _grid_powers(size: int) -> np.ndarray:
+    """α^i for every α of :func:`alpha_grid` (rows) and i = 0 .. size - 1 (columns)."""
+    powers = alpha_grid()[:, None] ** np.arange(size)
+    powers.flags.writeable = False
+    return powers
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -179,7 +225,7 @@ def optimal_k(alpha: float, cost: CostModel, limit: int) -> int:
         return 0
     ks = np.arange(limit + 1, dtype=np.float64)
     tokens_per_pass = np.cumsum(alpha**ks)  # E(0..limit)
-    return int(np.argmax(tokens_per_pass / cost.ratios(ks + 1)))
+    return int(np.argmax(tokens_per_pass / cost.span(1, limit + 1)))
 
 
 def choose_k(
@@ -217,8 +263,7 @@ def choose_k(
 def standalone_rate(expected: np.ndarray, cost: CostModel) -> float:
     """max over k of E(k) / ratio(k + 1): tokens per one-token-pass time a request gets in a pass of its own
     (``expected`` = E(0..limit), e.g. :meth:`AcceptanceTracker.expected_tokens`); at least 1."""
-    ks = np.arange(len(expected), dtype=np.float64)
-    return float(np.max(expected / cost.ratios(ks + 1)))
+    return float(np.max(expected / cost.span(1, len(expected))))
 
 
 def pass_rate(expected: np.ndarray, cost: CostModel, batch_tokens: int = 0, batch_expected: float = 0.0) -> float:
@@ -235,8 +280,7 @@ def net_gain(expected: np.ndarray, cost: CostModel, rate: float, batch_tokens: i
     With ``rate`` = the best E/ratio of a pass of its own, the k maximising this is the k maximising E/ratio
     (Dinkelbach), so one criterion serves a request alone, in a batch, and beside its own prompt chunk.
     """
-    ks = np.arange(len(expected), dtype=np.float64)
-    extra = cost.ratios(batch_tokens + ks + 1) - cost.ratio(batch_tokens + 1)
+    extra = cost.span(batch_tokens + 1, len(expected)) - cost.ratio(batch_tokens + 1)
     return expected - 1.0 - rate * extra
 
 

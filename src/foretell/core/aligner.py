@@ -282,7 +282,8 @@ class PredictionAligner(Proposer):
             config = AlignerConfig(**{**config.__dict__, "search_length": search_length})
         self.config = config
         self._pred: list[int] = [int(t) for t in prediction]
-        self._newline = frozenset(int(t) for t in newline_ids) if newline_ids else frozenset()
+        # a frozenset (TokenClasses.newline, some 2,000 ids) is kept as it is: one per request, at its first step
+        self._newline = newline_ids if isinstance(newline_ids, frozenset) else frozenset(int(t) for t in newline_ids or ())
         self._index: _PredictionIndex | None = None  # built on the first divergence
         self._bits_cache: dict[int, float] = {}
         self._out: list[int] = []  # every output token observed so far

@@ -108,16 +108,19 @@ class NgramProposer(Proposer):
         return Draft(self._tokens[start:start + k], None, "ngram")
 
     def observe(self, tokens: Sequence[int]) -> None:
-        seq, follow, sizes = self._tokens, self._follow, self._sizes
-        for token in tokens:
-            end = len(seq)  # the n-grams ending right before ``end`` are now followed by ``token``
-            for n in sizes:
-                if n > end:
-                    break
-                follow[tuple(seq[end - n:end])] = end
-            seq.append(int(token))
-        if tokens:
-            self._match = None
+        seq, follow = self._tokens, self._follow
+        old = len(seq)
+        seq.extend(int(token) for token in tokens)
+        if len(seq) == old:
+            return
+        # each n-gram ending right before ``end`` (old <= end < len) is now followed by seq[end]; later ends
+        # overwrite earlier ones. The n-grams are built by zipping n shifted slices (tuples made in C).
+        for n in self._sizes:
+            first = max(n, old)
+            if first < len(seq):
+                grams = zip(*[seq[first - n + j:len(seq) - n + j] for j in range(n)])
+                follow.update(zip(grams, range(first, len(seq))))
+        self._match = None
 
     def continuation(self, after: Sequence[int], k: int, min_n: int = 8) -> list[int]:
         """What followed the latest occurrence of the last tokens of (context + ``after``), a hypothetical

@@ -190,7 +190,7 @@ class DraftPolicy:
             return True
         expected = self.tracker(part.context()).expected_tokens(limit)
         ks = np.arange(limit + 1, dtype=np.float64)
-        priced = self.cost.ratios(ks + 1) + part.token_cost * ks
+        priced = self.cost.span(1, limit + 1) + part.token_cost * ks
         rate = max([float(np.max(expected / priced))] + [
             pass_rate(self.tracker(p.context()).expected_tokens(self._limit(p, n)), self.cost) for p, n in others])
         mine = float(np.max((expected - 1.0 - rate * (priced - 1.0))[1:]))
@@ -223,7 +223,7 @@ class DraftPolicy:
         sizes = np.arange(1, longest + 1)
         gain = p_switch * np.cumsum(alpha_b ** (sizes - 1.0))
         before = batch_tokens + len(main) + 1
-        net = gain - decision.rate * (self.cost.ratios(before + sizes) - self.cost.ratio(before))
+        net = gain - decision.rate * (self.cost.span(before + 1, longest) - self.cost.ratio(before))
         best = int(np.argmax(net))
         if net[best] <= 0.0:
             return False

@@ -22,6 +22,11 @@ pass costs several one-token passes, long drafts on weak evidence then stop look
 Settings (environment, read once per worker): ``FORETELL_VLLM_ADAPTIVE_K`` (1 = on, default; 0 = always
 propose as much as is available, up to ``num_speculative_tokens``), ``FORETELL_VLLM_COST_POINTS`` and
 ``FORETELL_VLLM_CALIBRATE`` (1 = refine the curve from the steps run, default; 0 = keep it).
+
+The proposer runs on the CPU between two passes, in the pass's critical path (vLLM turns asynchronous scheduling
+off for ``custom_class``). On a GPU a pass of the 0.5B takes about 12 ms, so its time matters: every
+``REPORT_SECONDS`` with steps the engine core's log gets a line of :class:`StepTimes` (steps, milliseconds of
+proposing per step and its share of the step, rows and draft tokens per step) under vLLM's logger.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ from foretell.integrations.vllm import XARG_K_MAX, XARG_METHOD, XARG_PREDICTION,
 from foretell.integrations.vllm import adapter
 
 log = logging.getLogger("foretell.vllm")
+# a child of vLLM's logger, so that its lines reach the engine core's log with vLLM's own
+timing_log = logging.getLogger("vllm.foretell")
+REPORT_SECONDS = 10.0
 
 # The embedded engine's reference curve (foretell.engine.cost.DEFAULT_COST_POINTS; not imported so that
 # the worker does not load the embedded engine's runner).
@@ -126,6 +134,26 @@ class RequestDrafts:
         return self.decision
 
 
+@dataclass
+class StepTimes:
+    """What the proposer cost since the last report: steps, seconds spent proposing, seconds from one step's
+    start to the next's (the whole engine step: the pass, sampling, vLLM's own work and this proposer), rows
+    given a draft, and draft tokens proposed."""
+
+    steps: int = 0
+    propose_s: float = 0.0
+    step_s: float = 0.0
+    drafting_rows: int = 0
+    draft_tokens: int = 0
+
+    def line(self) -> str:
+        per_step = 1e3 / max(self.steps, 1)
+        share = self.propose_s / self.step_s if self.step_s > 0 else 0.0
+        return (f"foretell proposer: {self.steps} steps, proposing {self.propose_s * per_step:.2f} ms per step "
+                f"({share:.0%} of the step's {self.step_s * per_step:.2f} ms), {self.drafting_rows / max(self.steps, 1):.1f} "
+                f"rows drafting and {self.draft_tokens / max(self.steps, 1):.1f} draft tokens per step")
+
+
 class DraftBook:
     """The proposer's logic without vLLM: per-request states keyed by request id, drafts for one batch.
 
@@ -143,6 +171,9 @@ class DraftBook:
         self.classes = classes
         self.requests: dict[str, RequestDrafts] = {}
         self._pending: tuple[float, int] | None = None  # (when the last step returned, tokens of the next pass)
+        self.times = StepTimes()
+        self._last_start: float | None = None  # when the last step began
+        self._reported = clock()
 
     def _calibrate(self, rows: Sequence[adapter.Row | None], decoding: list[bool]) -> None:
         """Time the pass that ran since the last step, if it held decode/verify tokens only: every row of the
@@ -177,6 +208,29 @@ class DraftBook:
 
     def step(self, rows: Sequence[adapter.Row | None], sampled_token_ids: Sequence[Sequence[int]],
              num_tokens_no_spec: np.ndarray, token_ids: np.ndarray) -> list[list[int]]:
+        start = self.clock()
+        drafts = self._drafts(rows, sampled_token_ids, num_tokens_no_spec, token_ids)
+        self._time(start, drafts)
+        return drafts
+
+    def _time(self, start: float, drafts: list[list[int]]) -> None:
+        """Count this step in :attr:`times` and log them every ``REPORT_SECONDS`` (then start over)."""
+        now, times = self.clock(), self.times
+        if self._last_start is not None and 0.0 < start - self._last_start <= self.MAX_STEP_SECONDS:
+            times.step_s += start - self._last_start
+        else:  # the first step after a pause: its own time only
+            times.step_s += now - start
+        self._last_start = start
+        times.steps += 1
+        times.propose_s += now - start
+        times.drafting_rows += sum(1 for d in drafts if d)
+        times.draft_tokens += sum(len(d) for d in drafts)
+        if now - self._reported >= REPORT_SECONDS:
+            timing_log.info(times.line())
+            self.times, self._reported = StepTimes(), now
+
+    def _drafts(self, rows: Sequence[adapter.Row | None], sampled_token_ids: Sequence[Sequence[int]],
+                num_tokens_no_spec: np.ndarray, token_ids: np.ndarray) -> list[list[int]]:
         drafts: list[list[int]] = []
         batch_tokens, batch_expected = 0, 0.0  # the pass so far
         # as on the embedded engine, each decoding row after this one adds (and yields) at least one token
