@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -292,6 +293,33 @@ def test_proposer_settings_from_the_environment():
     assert DraftBook(config).calibrator is None
     with pytest.raises(ConfigError):
         ProposerConfig.from_env(8, 64, {"FORETELL_VLLM_COST_POINTS": "[1, 2]"})
+
+
+def test_on_a_gpu_the_proposer_starts_from_a_gpu_cost_curve_and_8_requests_draft_in_full():
+    """vLLM on an H200: passes of 8 requests' 264 tokens took 1.45x a one-token pass, not the 4x of the CPU's
+    reference curve, which trimmed the drafts of the later rows of a batch. On CUDA the proposer starts from
+    GPU_COST_POINTS (the environment still overrides it)."""
+    from types import SimpleNamespace
+
+    from foretell.integrations.vllm import adapter
+    from foretell.integrations.vllm.proposer import GPU_COST_POINTS, REFERENCE_COST_POINTS
+
+    cuda = SimpleNamespace(device_config=SimpleNamespace(device_type="cuda"))
+    assert adapter.device_type(cuda) == "cuda" and adapter.device_type(SimpleNamespace()) == "cpu"
+    assert ProposerConfig.from_env(8, 64, {}, device_type="cuda").cost_points == GPU_COST_POINTS
+    assert ProposerConfig.from_env(8, 64, {}, device_type="cpu").cost_points == REFERENCE_COST_POINTS
+    assert ProposerConfig.from_env(8, 64, {"FORETELL_VLLM_COST_POINTS": '{"2": 1.5}'}, device_type="cuda").cost_points == {2: 1.5}
+
+    def first_drafts(device_type):
+        config = replace(ProposerConfig.from_env(32, 4096, {}, device_type=device_type), calibrate=False)
+        book = DraftBook(config)
+        predictions = [list(range(1000 + 300 * i, 1300 + 300 * i)) for i in range(8)]
+        rows = [Row(f"r{i}", [1, 2, 3], {XARG_PREDICTION: p}) for i, p in enumerate(predictions)]
+        ntok, ids = _batch([[1, 2, 3, p[0]] for p in predictions])
+        return [len(d) for d in book.step(rows, [[p[0]] for p in predictions], ntok, ids)]
+
+    assert first_drafts("cuda") == [32] * 8
+    assert min(first_drafts("cpu")) < 28  # the CPU curve prices the later rows' drafts on top of the others'
 
 
 def test_adaptive_k_stops_drafting_a_failing_prediction():

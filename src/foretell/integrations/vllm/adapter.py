@@ -7,6 +7,7 @@
   ``custom_class`` proposer interface passes no request ids;
 - :func:`batch_rows`: the request id, prompt ids and ``SamplingParams.extra_args`` of each batch row;
 - :func:`proposer_settings`: ``num_speculative_tokens`` and ``max_model_len`` from the ``VllmConfig``;
+- :func:`device_type`: the engine's device type (a GPU starts the proposer from a flatter cost curve);
 - :func:`tokenizer_path`: the served model's tokenizer directory, from the API server's app state.
 """
 
@@ -111,6 +112,11 @@ def live_request_ids(runner: Any) -> set[str]:
 def proposer_settings(vllm_config: Any) -> tuple[int, int]:
     """(num_speculative_tokens, max_model_len) of the engine."""
     return int(vllm_config.speculative_config.num_speculative_tokens), int(vllm_config.model_config.max_model_len)
+
+
+def device_type(vllm_config: Any) -> str:
+    """The engine's device type ("cuda", "cpu", ...; "cpu" when the config does not say)."""
+    return str(getattr(getattr(vllm_config, "device_config", None), "device_type", None) or "cpu")
 
 
 def tokenizer_path(vllm_config: Any) -> str:

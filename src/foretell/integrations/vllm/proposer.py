@@ -12,8 +12,9 @@ prompt otherwise; and the draft comes from the same draft policy (:class:`forete
 per-source acceptance estimates with counterfactual evidence, batch-aware adaptive k over a verify-cost
 curve; chains only, as vLLM verifies one draft per request). Nothing here touches vLLM internals beyond the arguments vLLM passes.
 
-The verify-cost curve starts from ``FORETELL_VLLM_COST_POINTS`` (JSON ``{"n": t(n)/t(1)}``; default: the
-embedded engine's reference curve, a GPU-like flat one) and is then refined from the steps vLLM actually runs
+The verify-cost curve starts from ``FORETELL_VLLM_COST_POINTS`` (JSON ``{"n": t(n)/t(1)}``; default: on a GPU
+:data:`GPU_COST_POINTS`, elsewhere the embedded engine's reference curve for a 2-core CPU) and is then refined
+from the steps vLLM actually runs
 (:class:`foretell.core.adaptive_k.CostCalibrator`, as the embedded engine does): the time from one
 ``propose`` call to the next is one engine step, and a step whose batch held decode and verify tokens only
 (no prompt chunk, no new request) is one sample of the cost of that many tokens. On a CPU, where a 32-token
@@ -53,9 +54,15 @@ log = logging.getLogger("foretell.vllm")
 timing_log = logging.getLogger("vllm.foretell")
 REPORT_SECONDS = 10.0
 
-# The embedded engine's reference curve (foretell.engine.cost.DEFAULT_COST_POINTS; not imported so that
-# the worker does not load the embedded engine's runner).
+# The embedded engine's reference curve (foretell.engine.cost.DEFAULT_COST_POINTS, measured on a 2-core CPU;
+# not imported so that the worker does not load the embedded engine's runner).
 REFERENCE_COST_POINTS = {1: 1.0, 2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52, 128: 2.3, 256: 4.0}
+# A GPU's: passes stay launch- and memory-bound far longer. vLLM 0.26 on an H200 (0.5B, eager, bf16) took 1.07x a
+# one-token pass's time for 33 tokens and 1.45x for 8 requests' 264 (benchmarks/results/gpu-2026-11-27-h200-vllm-bench);
+# kept steeper than that beyond, for larger models, until the steps run refine it. Starting from the CPU's curve
+# there (4x at 256 tokens), 8 concurrent requests drafted less than they could: 12-18 passes each against vLLM
+# n-gram lookup's 10-13; replayed on 8 copies of the verbatim output: 12-16 passes each, 12 from this curve.
+GPU_COST_POINTS = {1: 1.0, 2: 1.01, 8: 1.03, 32: 1.08, 64: 1.15, 128: 1.3, 256: 1.6, 512: 2.2, 1024: 3.5}
 
 
 @dataclass(frozen=True)
@@ -75,10 +82,11 @@ class ProposerConfig:
             raise ConfigError("max_model_len", "must be >= 2")
 
     @classmethod
-    def from_env(cls, k: int, max_model_len: int, env: dict[str, str] | None = None) -> "ProposerConfig":
+    def from_env(cls, k: int, max_model_len: int, env: dict[str, str] | None = None,
+                 device_type: str = "cpu") -> "ProposerConfig":
         env = os.environ if env is None else env
         adaptive = _flag(env, "FORETELL_VLLM_ADAPTIVE_K")
-        points = REFERENCE_COST_POINTS
+        points = GPU_COST_POINTS if device_type == "cuda" else REFERENCE_COST_POINTS
         if env.get("FORETELL_VLLM_COST_POINTS"):
             try:
                 points = {int(n): float(r) for n, r in json.loads(env["FORETELL_VLLM_COST_POINTS"]).items()}
@@ -266,7 +274,8 @@ class ForetellProposer:
         adapter.check_version()
         adapter.install_runner_hook()  # the entry-point plugin normally did this already
         k, max_model_len = adapter.proposer_settings(vllm_config)
-        self.book = DraftBook(ProposerConfig.from_env(k, max_model_len), _token_classes(vllm_config))
+        config = ProposerConfig.from_env(k, max_model_len, device_type=adapter.device_type(vllm_config))
+        self.book = DraftBook(config, _token_classes(vllm_config))
         self.runner: Any = None
         log.info("foretell proposer: k <= %d, adaptive k %s", k, "on" if self.book.config.adaptive_k else "off")
 
