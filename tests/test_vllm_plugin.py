@@ -489,6 +489,7 @@ def test_the_proposer_reports_its_time_per_step_in_vllms_log(caplog):
         return drafts(*args)
 
     book._drafts = slow_drafts
+    now[0] = 50.0  # the first request comes long after start-up: the first report is 10 s after it
     with caplog.at_level(logging.INFO, logger="vllm.foretell"):
         for _ in range(3):
             ntok, ids = _batch([output])
@@ -499,7 +500,7 @@ def test_the_proposer_reports_its_time_per_step_in_vllms_log(caplog):
         assert book.times.step_s == pytest.approx(0.002 + 2 * 0.012)  # the first step counts its own time
         assert book.times.drafting_rows == 3 and book.times.draft_tokens == 4 + 4 + 4
         assert not caplog.records
-        now[0] = proposer_module.REPORT_SECONDS
+        now[0] = 50.0 + proposer_module.REPORT_SECONDS
         ntok, ids = _batch([output])
         book.step(rows, [[output[-1]]], ntok, ids)
     (record,) = caplog.records

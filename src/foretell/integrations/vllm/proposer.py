@@ -181,7 +181,7 @@ class DraftBook:
         self._pending: tuple[float, int] | None = None  # (when the last step returned, tokens of the next pass)
         self.times = StepTimes()
         self._last_start: float | None = None  # when the last step began
-        self._reported = clock()
+        self._reported: float | None = None  # when the times were last logged (or the first step began)
 
     def _calibrate(self, rows: Sequence[adapter.Row | None], decoding: list[bool]) -> None:
         """Time the pass that ran since the last step, if it held decode/verify tokens only: every row of the
@@ -224,6 +224,8 @@ class DraftBook:
     def _time(self, start: float, drafts: list[list[int]]) -> None:
         """Count this step in :attr:`times` and log them every ``REPORT_SECONDS`` (then start over)."""
         now, times = self.clock(), self.times
+        if self._reported is None:
+            self._reported = start
         if self._last_start is not None and 0.0 < start - self._last_start <= self.MAX_STEP_SECONDS:
             times.step_s += start - self._last_start
         else:  # the first step after a pause: its own time only
