@@ -158,6 +158,7 @@ def test_the_cost_table_and_the_expected_tokens_kept_between_steps_equal_their_f
     assert cost.ratio(2.5) == pytest.approx(1.1 + 0.5 * 0.4 / 14)
     with pytest.raises(TypeError):
         cost.span(1.5, 2)
+    assert not cost.span(1, 4).flags.writeable  # a view of the table: no caller can change the curve
 
     def direct(tracker, limit):
         return np.cumsum(tracker.weights @ tracker.grid[:, None] ** np.arange(limit + 1))

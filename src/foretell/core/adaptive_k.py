@@ -60,7 +60,7 @@ class CostModel:
         ns = sorted(points)
         object.__setattr__(self, "_ns", np.array(ns, dtype=np.float64))
         object.__setattr__(self, "_ratios", np.array([points[n] for n in ns], dtype=np.float64))
-        object.__setattr__(self, "_table", self.ratios(np.arange(TABLE_TOKENS, dtype=np.float64)))
+        self._grow(TABLE_TOKENS)
 
     def ratio(self, n: float) -> float:
         """t(n)/t(1) for a pass over ``n`` >= 1 new tokens."""
@@ -75,8 +75,13 @@ class CostModel:
         start, count = operator.index(start), operator.index(count)
         end = start + count
         if end > len(self._table):
-            object.__setattr__(self, "_table", self.ratios(np.arange(max(end, 2 * len(self._table)), dtype=np.float64)))
+            self._grow(max(end, 2 * len(self._table)))
         return self._table[start:end]
+
+    def _grow(self, size: int) -> None:
+        table = self.ratios(np.arange(size, dtype=np.float64))
+        table.flags.writeable = False  # callers get views of it
+        object.__setattr__(self, "_table", table)
 
     def ratios(self, ns: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`ratio`."""
