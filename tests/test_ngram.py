@@ -46,19 +46,40 @@ def test_tokens_arriving_in_runs_index_as_one_at_a_time(context, output, runs, m
     """An engine step observes a whole accepted run at once (the index is built slice by slice): the same
     index, and the same drafts, as observing its tokens one by one."""
     max_n = min_n + extra
-    at_once, one_by_one = NgramProposer(context, min_n=min_n, max_n=max_n), NgramProposer([], min_n=min_n, max_n=max_n)
+    at_once, one_by_one = NgramProposer(context, min_n=min_n, max_n=max_n), NgramProposer(context, min_n=min_n, max_n=max_n)
+    from_scratch = NgramProposer([], min_n=min_n, max_n=max_n)  # the context observed too, token by token
     for token in context:
-        one_by_one.observe([token])
+        from_scratch.observe([token])
     seq, i = list(context), 0
     while i < len(output):
         run = output[i:i + runs[i % len(runs)]]
         at_once.observe(run)
         for token in run:
             one_by_one.observe([token])
+            from_scratch.observe([token])
         seq += run
         i += len(run)
-        assert at_once.propose(8).tokens == reference(seq, 8, min_n, max_n)
+        assert at_once.propose(8).tokens == from_scratch.propose(8).tokens == reference(seq, 8, min_n, max_n)
     assert at_once._follow == one_by_one._follow and at_once._tokens == one_by_one._tokens == seq
+
+
+class _Colliding(NgramProposer):
+    _HASH_BASE = 0  # every n-gram's hash is its last token: the context's lookups must check the tokens
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=80), st.lists(st.integers(0, 3), max_size=30),
+       st.integers(1, 3), st.integers(0, 14), st.integers(1, 12))
+def test_context_lookup_checks_tokens_behind_a_hash(context, output, min_n, extra, k):
+    """The context's n-grams are found by hash; with a hash that collides for every n-gram ending in the
+    same token, lookups still return the latest true occurrence (brute force), in the context and past it."""
+    max_n = min_n + extra
+    proposer, seq = _Colliding(context, min_n=min_n, max_n=max_n), list(context)
+    assert proposer.propose(k).tokens == reference(seq, k, min_n, max_n)
+    for token in output:
+        proposer.observe([token])
+        seq.append(token)
+        assert proposer.propose(k).tokens == reference(seq, k, min_n, max_n)
 
 
 def test_docstring_example():

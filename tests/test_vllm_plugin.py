@@ -428,6 +428,51 @@ def test_middleware_moves_prediction_and_patches_usage(monkeypatch):
     assert len(seen) == 2  # the bad request never reached vLLM
 
 
+def test_middleware_tokenises_off_the_event_loop(monkeypatch):
+    """The prediction (on the way in) and the reply (on the way out, to count accepted prediction tokens) are
+    tokenised on the middleware's worker thread, never on the thread of vLLM's event loop; and while one
+    request's prediction is being tokenised, another request is served."""
+    import threading
+    import time
+
+    loop_threads, encode_threads = set(), []
+
+    class Slow(_CharTokenizer):
+        def encode(self, text, add_special_tokens=False):
+            encode_threads.append(threading.current_thread())
+            if text.startswith("slow"):
+                time.sleep(0.5)
+            return super().encode(text, add_special_tokens)
+
+    monkeypatch.setattr(PredictionMiddleware, "tokenizer", lambda self, scope: Slow())
+    client, seen = _middleware_client("abcdefgh")
+
+    @client.app.middleware("http")
+    async def note_loop(request, call_next):
+        loop_threads.add(threading.current_thread())
+        return await call_next(request)
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    ended: dict[str, float] = {}
+
+    def post(name, prediction):
+        extra = {"prediction": {"type": "content", "content": prediction}} if prediction else {}
+        r = client.post("/v1/chat/completions", json={**body, **extra})
+        assert r.status_code == 200
+        ended[name] = time.perf_counter()
+
+    with client:  # one event loop for both requests, as in vLLM's server
+        slow = threading.Thread(target=post, args=("slow", "slow prediction"))
+        slow.start()
+        time.sleep(0.1)
+        post("plain", None)
+        slow.join()
+    assert ended["plain"] < ended["slow"]  # not queued behind the slow tokenisation
+    assert len(encode_threads) == 2  # the prediction and the reply
+    assert all(t.name.startswith("foretell-tokenize") for t in encode_threads)
+    assert not loop_threads & set(encode_threads)
+
+
 def test_the_vllm_bench_keeps_each_run_as_it_ends_so_a_run_cut_short_keeps_what_it_measured(tmp_path):
     """A lent GPU's lease ended during the third server of `foretell bench --engine vllm` (2026-11-27) and
     nothing was written: the runs of the first two servers are now in the partial log whatever comes after. The

@@ -133,8 +133,8 @@ class AcceptanceTracker:
         _require(self.max_probe_interval >= 1, "max_probe_interval", "must be >= 1")
         self.grid = alpha_grid()
         a, b = self.prior_alpha * self.prior_weight, (1.0 - self.prior_alpha) * self.prior_weight
-        self._initial = self._beta_weights(a, b)
-        self._uniform = self._beta_weights(1.0, 1.0)
+        self._initial = beta_weights(a, b)
+        self._uniform = beta_weights(1.0, 1.0)
         self.reset()
 
     @property
@@ -195,11 +195,17 @@ class AcceptanceTracker:
         self.weights = weights
         self._expected = None
 
-    def _beta_weights(self, a: float, b: float) -> np.ndarray:
-        """Beta(a, b) discretised on the grid (density times cell width, normalised)."""
-        x = np.clip(self.grid, 1e-9, 1 - 1e-9)
-        w = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x)) * np.gradient(self.grid)
-        return w / w.sum()
+
+@functools.lru_cache(maxsize=64)
+def beta_weights(a: float, b: float) -> np.ndarray:
+    """Beta(a, b) discretised on :func:`alpha_grid` (density times cell width, normalised; read-only: every
+    request's trackers start from the same few priors)."""
+    grid = alpha_grid()
+    x = np.clip(grid, 1e-9, 1 - 1e-9)
+    w = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x)) * np.gradient(grid)
+    w = w / w.sum()
+    w.flags.writeable = False
+    return w
 
 
 @functools.cache

@@ -281,7 +281,7 @@ class PredictionAligner(Proposer):
         if search_length is not None:
             config = AlignerConfig(**{**config.__dict__, "search_length": search_length})
         self.config = config
-        self._pred: list[int] = [int(t) for t in prediction]
+        self._pred: list[int] = list(map(int, prediction))
         # a frozenset (TokenClasses.newline, some 2,000 ids) is kept as it is: one per request, at its first step
         self._newline = newline_ids if isinstance(newline_ids, frozenset) else frozenset(int(t) for t in newline_ids or ())
         self._index: _PredictionIndex | None = None  # built on the first divergence

@@ -40,7 +40,7 @@ class LeadIn(Proposer):
     source = "prediction"
 
     def __init__(self, lead: Sequence[int], prediction: Sequence[int]):
-        self._tokens = [int(t) for t in lead] + [int(t) for t in prediction]
+        self._tokens = list(map(int, lead)) + list(map(int, prediction))
         self._length = len(prediction)
         self._pos = 0  # output tokens that followed the lead-in so far
         self._following = True
@@ -114,7 +114,7 @@ class FenceOpening(LeadIn):
     def __init__(self, prediction: Sequence[int], classes: TokenClasses, lead: Sequence[int] = (),
                  max_wait: int = 48):
         super().__init__(lead, prediction)
-        self._prediction = [int(t) for t in prediction]
+        self._prediction = list(map(int, prediction))
         self._lead = len(lead)
         self._classes = classes
         self._line: list[int] = []  # the output's current line while watching
@@ -199,6 +199,7 @@ class PredictionEnd(Proposer):
     def __init__(self, part: Proposer, ngram: NgramProposer, extra: int = 16):
         self.part, self.ngram, self.extra = part, ngram, extra
         self.source = part.source
+        self._available: tuple[tuple[int, int], int] | None = None  # ((tokens seen, rest), available)
 
     def _end(self, draft: list[int]) -> list[int]:
         return self.ngram.continuation(draft, self.extra) if draft else []
@@ -214,7 +215,12 @@ class PredictionEnd(Proposer):
         rest = self.part.available()
         if not 0 < rest <= self.REACH:  # (a draft of the whole rest costs O(rest) with rewrites active)
             return rest
-        return rest + len(self._end(self.part.propose(rest).tokens))
+        # the policy asks several times a step; the part changes only as the output grows, which ``ngram``
+        # (the same output's lookup) counts
+        stamp = (self.ngram.observed, rest)
+        if self._available is None or self._available[0] != stamp:
+            self._available = (stamp, rest + len(self._end(self.part.propose(rest).tokens)))
+        return self._available[1]
 
     def suggested_cap(self) -> int | None:
         cap, rest = self.part.suggested_cap(), self.part.available()

@@ -106,7 +106,7 @@ def speculation_for(extra_args: dict[str, Any]) -> tuple[SpeculationParams | Non
     if method == "none":
         return None, None
     prediction = extra_args.get(XARG_PREDICTION) if method in ("auto", "prediction") else None
-    ids = tuple(int(t) for t in prediction) if isinstance(prediction, (list, tuple)) and prediction else None
+    ids = tuple(map(int, prediction)) if isinstance(prediction, (list, tuple)) and prediction else None
     search = extra_args.get(XARG_SEARCH_LENGTH)
     k_max = extra_args.get(XARG_K_MAX)
     spec = SpeculationParams(prediction=ids, search_length=int(search) if search else None,
