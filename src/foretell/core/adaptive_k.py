@@ -163,10 +163,11 @@ class AcceptanceTracker:
         self.idle_steps = 0
         self.fruitless_steps = self.fruitless_steps + 1 if accepted == 0 else 0
         prior = (1.0 - self.hazard) * self.weights + self.hazard * self._uniform
-        log_like = np.log1p(-self.grid) if accepted < proposed else np.zeros_like(self.grid)
+        log_alpha, log_miss = _grid_logs()
         if accepted:
-            with np.errstate(divide="ignore"):
-                log_like = log_like + accepted * np.log(self.grid)
+            log_like = accepted * log_alpha + log_miss if accepted < proposed else accepted * log_alpha
+        else:
+            log_like = log_miss
         posterior = prior * np.exp(log_like - log_like.max())
         self._believe(posterior / posterior.sum())
 
@@ -215,6 +216,17 @@ def alpha_grid() -> np.ndarray:
     grid = np.unique(np.concatenate([np.linspace(0.0, 0.95, 39), near_one]))
     grid.flags.writeable = False
     return grid
+
+
+@functools.cache
+def _grid_logs() -> tuple[np.ndarray, np.ndarray]:
+    """(log α, log(1 − α)) for every α of :func:`alpha_grid` (log 0 = −inf), read-only."""
+    grid = alpha_grid()
+    with np.errstate(divide="ignore"):
+        logs = np.log(grid), np.log1p(-grid)
+    for values in logs:
+        values.flags.writeable = False
+    return logs
 
 
 @functools.lru_cache(maxsize=8)
