@@ -149,16 +149,17 @@ class NgramProposer(Proposer):
 
     def _longest(self, seq: Sequence[int], min_n: int = 1) -> tuple[int, int]:
         """(start of the continuation, n) for the longest suffix of ``seq`` (n >= ``min_n``) with an indexed
-        occurrence, else (0, 0)."""
+        occurrence, else (0, 0). Occurrences after the context (in the dictionary) are later than the
+        context's, so at equal length they win."""
+        found = 0, 0
         for n in self._longest_first:
             if min_n <= n <= len(seq):
-                gram = tuple(seq[len(seq) - n:])
-                start = self._follow.get(gram)
-                if start is None:
-                    start = self._context.follow(gram)
+                start = self._follow.get(tuple(seq[len(seq) - n:]))
                 if start is not None:
-                    return start, n
-        return 0, 0
+                    found = start, n
+                    break
+        in_context = self._context.longest(seq, max(min_n, found[1] + 1))
+        return in_context if in_context[1] > found[1] else found
 
     def _lookup(self) -> tuple[int, int]:
         """(start of the continuation, n) for the longest suffix with an earlier occurrence, else (0, 0)."""
@@ -170,35 +171,75 @@ class NgramProposer(Proposer):
 class _ContextGrams:
     """The n-grams of a fixed context that have a continuation in it, found by hash: per indexed length n, an
     array of the hashes of the n-grams starting at 0 .. len - n - 1 (h = sum of token_j * base^(n-1-j) mod
-    2^64). :meth:`follow` returns the index right after the latest occurrence of an n-gram, checked token by
-    token (a hash collision only moves on to the occurrence before), or None.
+    2^64), built with a few vector operations.
 
-    Example: context [1, 2, 3, 1, 2]: follow((1, 2)) == 2 (the occurrence at 3-4 has no continuation yet),
-    follow((2, 3)) == 3, follow((3, 2)) is None.
+    :meth:`longest` finds the longest suffix of a sequence that occurs there, and the index right after its
+    latest occurrence. It scans the array of the longest length asked (a copy matches there); failing that,
+    the shortest one, and each longer length checks only the hits of the one before, moved back by the
+    difference (an n-gram's occurrence ends where one of its suffix's does). Hits are checked token by
+    token, so a hash collision only costs a check.
+
+    Example: context [1, 2, 3, 1, 2]: longest([7, 1, 2]) == (2, 2) (the occurrence at 3-4 has no continuation
+    yet), longest([2, 3]) == (3, 2), longest([3, 2]) == (2, 1).
     """
 
     def __init__(self, tokens: list[int], sizes: Sequence[int], base: int):
         self._tokens = tokens  # only its first len(tokens) entries are read, so the owner may append
         self._base = base
+        self._sizes = tuple(sorted(sizes))
         ids = np.asarray(tokens, dtype=np.uint64)
         self._hashes: dict[int, np.ndarray] = {}
         rolling, length = ids, 1  # rolling[s] = hash of ids[s:s + length]
-        for n in sorted(sizes):
+        for n in self._sizes:
             while length < n:
                 rolling = rolling[:-1] * np.uint64(base) + ids[length:]
                 length += 1
             if len(ids) > n:
                 self._hashes[n] = rolling[:len(ids) - n]
 
-    def follow(self, gram: tuple[int, ...]) -> int | None:
-        hashes = self._hashes.get(len(gram))
-        if hashes is None:
-            return None
-        h = 0
-        for token in gram:
-            h = (h * self._base + token) & 0xFFFFFFFFFFFFFFFF
-        n = len(gram)
-        for start in np.flatnonzero(hashes == np.uint64(h))[::-1].tolist():
-            if tuple(self._tokens[start:start + n]) == gram:
+    def longest(self, seq: Sequence[int], min_n: int = 1) -> tuple[int, int]:
+        """(index after the latest occurrence, n) of the longest suffix of ``seq`` of an indexed length
+        n >= ``min_n`` that occurs with a continuation, else (0, 0)."""
+        sizes = [n for n in self._sizes if min_n <= n <= len(seq) and n in self._hashes]
+        if not sizes:
+            return 0, 0
+        top = sizes[-1]  # a copy matches at the longest length: one scan finds it
+        found = self._latest(seq, top, np.flatnonzero(self._hashes[top] == self._key(seq, top)))
+        if found is not None:
+            return found, top
+        levels: list[tuple[int, np.ndarray]] = []  # (n, starts whose n-gram hash matches seq's n-suffix)
+        for n in sizes[:-1]:
+            hashes, key = self._hashes[n], self._key(seq, n)
+            if not levels:
+                starts = np.flatnonzero(hashes == key)
+            else:
+                starts = levels[-1][1] - (n - levels[-1][0])
+                starts = starts[starts >= 0]
+                starts = starts[hashes[starts] == key]
+            if not len(starts):
+                break
+            levels.append((n, starts))
+        for n, starts in reversed(levels):  # the longest first
+            found = self._latest(seq, n, starts)
+            if found is not None:
+                return found, n
+        return 0, 0
+
+    def _latest(self, seq: Sequence[int], n: int, starts: np.ndarray) -> int | None:
+        """The index after the latest of ``starts`` whose n tokens are ``seq``'s last n (hash hits, checked;
+        the latest is almost always a true one), else None."""
+        gram = list(seq[len(seq) - n:])
+        for i in range(len(starts) - 1, -1, -1):
+            start = int(starts[i])
+            if self._tokens[start:start + n] == gram:
                 return start + n
         return None
+
+    def _key(self, seq: Sequence[int], n: int) -> np.uint64:
+        return np.uint64(self._hash(seq[len(seq) - n:]))
+
+    def _hash(self, gram: Sequence[int]) -> int:
+        h = 0
+        for token in gram:
+            h = (h * self._base + int(token)) & 0xFFFFFFFFFFFFFFFF
+        return h
