@@ -23,6 +23,7 @@ update per indexed length per observed token, as many lookups per proposal.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -83,7 +84,9 @@ class NgramProposer(Proposer):
         self._follow: dict[tuple[int, ...], int] = {}  # n-gram -> index right after its latest occurrence
         self._match: tuple[int, int] | None = None  # cached (start, n) for the current suffix
 
-    _HASH_BASE = 0x9E3779B97F4A7C15  # odd 64-bit multiplier of the n-gram hash (tests set a colliding one)
+    # odd 64-bit multiplier of the context's n-gram hash, drawn per process so that no prompt can be crafted to
+    # collide (a collision costs only a token check, but many would cost many); tests set a colliding one
+    _HASH_BASE = secrets.randbits(64) | 1
 
     @property
     def observed(self) -> int:
