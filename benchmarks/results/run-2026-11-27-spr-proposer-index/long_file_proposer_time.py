@@ -1,20 +1,8 @@
 # Replays the saved reply (/tmp/long51.json, from long_file_save.py) step by step with the draft policy, no model; see NOTES.md.
 """Per-step proposer/policy time (no model) on the long-file output: prediction vs n-gram only."""
-import json, time, sys
-from foretell.models.loader import load_tokenizer, resolve_model
-from foretell.core.tokens import TokenClasses
-import foretell.core.prediction as prediction
-from foretell.core.policy import DraftPolicy
-from foretell.core.adaptive_k import CostModel
-from foretell.config import SpeculationParams
-tok = load_tokenizer(resolve_model("default").path)
-classes = TokenClasses.from_tokenizer(tok)
-eos = tok.convert_tokens_to_ids("<|im_end|>")
-d = json.load(open("/tmp/long51.json"))
-prompt = tok.apply_chat_template(d["msgs"], add_generation_prompt=True, tokenize=True)
-prompt = list(prompt["input_ids"]) if not isinstance(prompt, list) else prompt
-pred = tok.encode(d["code"], add_special_tokens=False)
-out = tok.encode(d["out"], add_special_tokens=False) + [eos]
+import sys, time
+# the tokenizer, the saved request's prompt, prediction and output: long_file_replay.py's set-up
+exec(open("benchmarks/results/run-2026-11-27-spr-proposer-index/long_file_replay.py").read().split("curve = CostModel(")[0])
 curve = CostModel({2: 1.0, 4: 1.06, 8: 1.06, 16: 1.16, 24: 1.28, 32: 1.39, 128: 4.24, 256: 8.64})
 def run(method, profile=False):
     spec = SpeculationParams(prediction=tuple(pred) if method != "ngram" else None, method=method)
