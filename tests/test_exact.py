@@ -213,6 +213,118 @@ def test_prefix_cache_reuses_whole_prompt_chunks_only_in_exact_mode(runner):
     assert plain.allocate("b", 400, list(range(150)) + [1])[1] == 150
 
 
+def test_prefix_cache_reuses_a_last_prompt_chunk_computed_on_the_kernel(runner):
+    """With ``kernel_rows`` a prompt's last chunk of at most that many rows (before its last token) runs on the
+    kernel, as decode steps do: a new prompt whose own last chunk runs on the kernel may reuse any prefix of
+    what the kernel computed; whole chunks on the library GEMM stay reusable as before; what a prompt computes
+    on the library GEMM in a last chunk of its own bounds is never reused."""
+    from foretell.engine.kv_cache import KVPool
+
+    pool = KVPool(runner.kv_shape, 100000, 4096, reuse_align=32, kernel_rows=8)
+    assert [pool.kernel_start(n) for n in (1, 9, 10, 33, 40, 41, 60)] == [0, 0, 9, 32, 32, 32, 59]
+    kv, _ = pool.allocate("a", 400, list(range(40)))  # chunk [0, 32) on the library, [32, 39) on the kernel
+    kv.length = 60
+    pool.release("a", kv, list(range(60)), prompt_len=40)
+    assert pool.allocate("same", 400, list(range(40)))[1] == 39  # before: 32
+    assert pool.allocate("shorter", 400, list(range(38)) + [7])[1] == 38
+    assert pool.allocate("into the output", 400, list(range(50)) + [7, 8])[1] == 32  # its last chunk: library
+    assert pool.allocate("one chunk", 400, list(range(8)) + [7])[1] == 0  # [0, 32) was the library's
+
+    kv, _ = pool.allocate("b", 400, [5] * 60)  # a last chunk [32, 59) on the library GEMM: not reusable
+    kv.length = 60
+    pool.release("b", kv, [5] * 60, prompt_len=60)
+    assert pool.allocate("c", 400, [5] * 38 + [7])[1] == 32
+
+    every = KVPool(runner.kv_shape, 100000, 4096, reuse_align=32, kernel_rows=32)  # every chunk on the kernel
+    kv, _ = every.allocate("a", 400, list(range(100)))
+    kv.length = 120
+    every.release("a", kv, list(range(120)), prompt_len=100)
+    assert every.allocate("b", 400, list(range(110)) + [3])[1] == 110
+    assert every.allocate("c", 400, list(range(20)) + [3])[1] == 20
+
+
+def test_a_prompt_on_the_kernel_gives_the_bits_of_one_token_passes_whatever_its_chunks(runner, data):
+    """A prompt chunk marked ``prompt_on_kernel`` is computed row by row on the kernel: its keys/values and the
+    logits after it are those of one-token passes over the prompt, however the prompt is cut, alone or with the
+    first draft in the same pass; no row reaches the library GEMM."""
+    if not runner.exact_kernel:
+        pytest.skip("the padded route has no kernel")
+    prompt, follow, _ = data
+    kv = new_kv(runner)
+    rows = []
+    for token in prompt + follow[:8]:
+        rows.append(runner.forward([Segment(kv, [token], num_logits=1)])[0])
+        kv.length += 1
+    reference, keys = torch.cat(rows[len(prompt) - 1 :]), kv.keys[0][:, : len(prompt)].clone()
+    layer = next(m for m in runner.model.modules() if isinstance(m, ExactKernelLinear) and m.dense is not None)
+    dense_rows = []
+    hook = layer.dense.register_forward_hook(lambda m, a, out: dense_rows.append(a[0].shape[0]))
+    try:
+        for cuts in ([], [5], [17, 30], [1, 2, 3, 39]):
+            kv = new_kv(runner)
+            for a, b in zip([0] + cuts, cuts):
+                runner.forward([Segment(kv, prompt[a:b], num_logits=0, prompt_on_kernel=True)])
+                kv.length += b - a
+            start = cuts[-1] if cuts else 0
+            logits = runner.forward([Segment(kv, prompt[start:] + follow[:8], num_logits=9, prompt_on_kernel=True)])[0]
+            assert torch.equal(logits, reference), cuts
+            assert torch.equal(kv.keys[0][:, : len(prompt)], keys), cuts
+    finally:
+        hook.remove()
+    assert dense_rows == []
+
+
+@pytest.mark.parametrize("kernel_rows", [0, 16, 32])
+def test_engine_runs_short_last_chunks_on_the_kernel_and_reuses_them_exactly(runner, kernel_rows):
+    """The engine's route for a prompt's chunks depends on the prompt alone (``exact_prompt_kernel_rows``), so
+    outputs with and without a prediction stay identical; a repeated prompt whose last chunk ran on the kernel
+    takes all of it but its last token from the prefix cache, and decodes as the fresh request did."""
+    if not runner.exact_kernel or runner.attention_kernel is None:
+        pytest.skip("the padded route has no kernel; fp16 has no attention kernel: its prompts stay on the library")
+    tokenizer = make_tiny_tokenizer()
+    rng = random.Random(5)
+    prompts = [[rng.randrange(runner.vocab_size) for _ in range(n)] for n in (12, 40, 75)]  # last chunks 11, 7, 10
+    fresh = make_engine(runner, tokenizer, prefix_cache=False, exact_prompt_kernel_rows=kernel_rows)
+    assert fresh.pool.kernel_rows == kernel_rows
+    layer = next(m for m in runner.model.modules() if isinstance(m, ExactKernelLinear) and m.dense is not None)
+    dense_rows = []
+    hook = layer.dense.register_forward_hook(lambda m, a, out: dense_rows.append(a[0].shape[0]))
+    try:
+        plain = [run(fresh, [r := request(p, 30, method="none")])[r.request_id] for p in prompts]
+    finally:
+        hook.remove()
+    assert dense_rows == {0: [11, 32, 7, 32, 32, 10], 16: [32, 32, 32], 32: []}[kernel_rows]
+    for p, out in zip(prompts, plain):
+        for pred in (out, out[:10] + [3, 4] + out[12:], [9] * 30):
+            assert run(fresh, [r := request(p, 30, prediction=pred)])[r.request_id] == out
+    cached = make_engine(runner, tokenizer, exact_prompt_kernel_rows=kernel_rows)
+    for p, out in zip(prompts, plain):
+        for pred in (None, out):
+            stats = {}
+            assert run(cached, [r := request(p, 30, prediction=pred)], stats)[r.request_id] == out
+        whole = (len(p) - 1) // 32 * 32
+        assert stats[r.request_id].cached_tokens == (len(p) - 1 if kernel_rows else whole)
+        shorter = p[:-3] + [1]  # reuses positions of the last chunk computed with other bounds
+        want = run(fresh, [r := request(shorter, 30, method="none")])[r.request_id]
+        assert run(cached, [r := request(shorter, 30, prediction=out)], stats)[r.request_id] == want
+        assert stats[r.request_id].cached_tokens == (len(p) - 3 if kernel_rows else (len(p) - 3) // 32 * 32)
+
+
+def test_auto_prompt_kernel_rows_follow_the_kernel_and_the_cost_curve(runner, monkeypatch):
+    from foretell.core.adaptive_k import CostModel
+    from foretell.engine.llm_engine import prompt_kernel_rows
+
+    cost, config = CostModel({8: 1.5, 16: 2.0, 32: 3.0}), EngineConfig(exact=True, prefill_chunk=512)
+    if not runner.exact_kernel or runner.attention_kernel is None:
+        assert prompt_kernel_rows(runner, cost, config) == 0
+        return
+    monkeypatch.setattr(ModelRunner, "kernel_on_amx", property(lambda self: False))
+    assert prompt_kernel_rows(runner, cost, config) == 15  # a pass of 16 rows (15 + the last token) costs 2
+    assert prompt_kernel_rows(runner, cost, EngineConfig(exact=True, exact_prompt_kernel_rows=3)) == 3
+    monkeypatch.setattr(ModelRunner, "kernel_on_amx", property(lambda self: True))
+    assert prompt_kernel_rows(runner, cost, config) == 512
+
+
 def test_kernel_route_sends_prompt_chunks_to_the_library_gemm_and_other_rows_to_the_kernel(runner):
     """Prefill keeps the library's speed: a prompt chunk's rows reach the dense layer in one call per chunk,
     rows that need logits reach only the kernel, and the output head only the kernel."""

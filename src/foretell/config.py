@@ -158,6 +158,11 @@ class EngineConfig:
     # batch-invariant numerics: outputs bit-identical with and without speculation in any dtype. None = auto: on
     # where a CPU runs foretell's kernels (not with bf16 on AMX), off on a GPU (engine.runner.exact_by_default)
     exact: bool | None = None
+    # exact mode on foretell's kernel: prompt chunks of at most this many rows run on the kernel, each row alone as
+    # decode rows do (a short prompt reads the weights once, not twice; such a chunk's KV is reusable from the
+    # prefix cache at any length). None = auto: every chunk where the kernel runs on AMX tiles (faster there at
+    # every size), elsewhere chunks whose kernel pass costs at most two one-token passes; 0 = off
+    exact_prompt_kernel_rows: int | None = None
     # fp32 on a CPU: "dispatch" = per pass size, MKL or foretell's GEMM (engine/cpu_gemm.py; oneDNN packed, a
     # second copy of the weights, where it cannot be built), whichever start-up measured faster for whole
     # passes of that size, the GEMM on a bf16 copy where the weights are exactly bf16; "lean" = the same with
@@ -173,6 +178,8 @@ class EngineConfig:
         _check(self.kv_budget_tokens >= 64, "kv_budget_tokens", "must be >= 64")
         _check(self.max_queue >= 0, "max_queue", "must be >= 0")
         _check(self.prefill_chunk >= 16, "prefill_chunk", "must be >= 16")
+        _check(self.exact_prompt_kernel_rows is None or self.exact_prompt_kernel_rows >= 0,
+               "exact_prompt_kernel_rows", "must be >= 0")
         _check(0 <= self.k_max <= 1024, "k_max", "must be between 0 and 1024")
         _check(1 <= self.draft_k <= 64, "draft_k", "must be between 1 and 64")
         _check(self.max_prediction_tokens >= 0, "max_prediction_tokens", "must be >= 0")

@@ -87,6 +87,7 @@ class CacheEntry:
     tokens: np.ndarray  # the token ids whose KV is in ``kv`` (kv.length == len(tokens))
     kv: SeqKV
     reusable: int  # leading positions a new request may take (all of them, except with ``reuse_align``)
+    kernel_from: int = 0  # with ``reuse_align``: every position from here on was computed on the kernel
 
 
 class KVPool:
@@ -100,11 +101,15 @@ class KVPool:
     """
 
     def __init__(self, shape: KVShape, budget_tokens: int, max_seq_capacity: int, prefix_cache: bool = True,
-                 reuse_align: int | None = None):
-        """``reuse_align`` (exact mode): reuse only whole prompt chunks of this size, so a reused position's
-        keys/values were computed in the same chunk a fresh request would compute them in."""
+                 reuse_align: int | None = None, kernel_rows: int = 0):
+        """``reuse_align`` (exact mode): prompts are computed in chunks that never cross a multiple of this size;
+        a chunk's keys/values depend on its bounds, unless it has at most ``kernel_rows`` rows before the prompt's
+        last token and so runs on the kernel, each row alone, as decode steps do (:meth:`kernel_start`). A reused
+        position's keys/values are those a fresh request would compute: from the same whole chunk on the library
+        GEMM, or, in a prompt's last chunk on the kernel, from any computation on the kernel."""
         self.shape = shape
         self.reuse_align = reuse_align
+        self.kernel_rows = kernel_rows
         self.budget_tokens = budget_tokens
         self.max_seq_capacity = max_seq_capacity
         self.prefix_cache_enabled = prefix_cache
@@ -138,17 +143,30 @@ class KVPool:
         entry = self._longest_prefix(prompt)
         reused = 0
         if entry is not None:
-            reused = min(_common_prefix(entry.tokens, prompt), entry.reusable, len(prompt) - 1)
+            reused = min(_common_prefix(entry.tokens, prompt), len(prompt) - 1)
             if self.reuse_align:
-                reused -= reused % self.reuse_align
+                start = self.kernel_start(len(prompt))
+                whole = min(reused, entry.reusable, start)
+                whole -= whole % self.reuse_align
+                if whole < start or entry.kernel_from > start:
+                    reused = whole
             if reused > 0:
                 kv.copy_prefix_from(entry.kv, reused)
         return kv, reused
 
+    def kernel_start(self, prompt_len: int) -> int:
+        """With ``reuse_align``: the position from which a fresh request with a prompt of this length computes
+        every position on the kernel (its last chunk, or only its last token, then its output)."""
+        align, last = self.reuse_align or 1, prompt_len - 1
+        if self.kernel_rows >= align:
+            return 0
+        start = last - last % align
+        return start if last - start <= self.kernel_rows else last
+
     def release(self, seq_id: str, kv: SeqKV | None, tokens: list[int] | None, prompt_len: int | None = None) -> None:
         """Free a sequence's reservation; with ``tokens`` its KV is kept as a prefix-cache entry. With
-        ``reuse_align``, only the whole chunks before the prompt's last token are reusable (the positions after
-        them were computed one query at a time: decode steps and the chunk that ends the prompt)."""
+        ``reuse_align``, the whole chunks the library GEMM computed are reusable, and from ``kernel_start`` on
+        what the kernel computed (the prompt's last chunk on the kernel, its last token, decode steps)."""
         self.reserved.pop(seq_id, None)
         if kv is None or tokens is None or not self.prefix_cache_enabled or kv.length == 0:
             return
@@ -157,10 +175,11 @@ class KVPool:
             n = len(entry.tokens)
             if n <= len(kept) and _common_prefix(entry.tokens, kept) == n:
                 del self.cache[key]
-        reusable = len(kept)
+        reusable, kernel_from = len(kept), 0
         if self.reuse_align:
-            reusable = min(reusable, max(0, (prompt_len or 0) - 1)) // self.reuse_align * self.reuse_align
-        self.cache[self._next_entry] = CacheEntry(kept, kv, reusable)
+            kernel_from = self.kernel_start(max(1, prompt_len or 0))
+            reusable = min(reusable, kernel_from) // self.reuse_align * self.reuse_align
+        self.cache[self._next_entry] = CacheEntry(kept, kv, reusable, kernel_from)
         self._next_entry += 1
         self._evict_until_fits(0)
 

@@ -54,12 +54,22 @@ class Segment:
     A chain (``parents`` None) occupies the positions of its slots. A token *tree* gives, for each of the
     last ``len(parents)`` tokens (the draft nodes), its parent among them (-1 = the token before the
     nodes): a node sits at position (that token's position + its depth) and attends to the cache, the
-    tokens before the nodes, its ancestors and itself (branches of one pass verified together)."""
+    tokens before the nodes, its ancestors and itself (branches of one pass verified together).
+
+    ``prompt_on_kernel`` (exact mode on foretell's kernel): the rows before those that need logits are computed
+    as those are, each row alone on the kernel (linear layers and attention), so their bits do not depend on the
+    chunk's bounds; otherwise they are a prompt chunk on the library GEMM."""
 
     kv: SeqKV
     tokens: list[int]
     num_logits: int
     parents: list[int] | None = None
+    prompt_on_kernel: bool = False
+
+    @property
+    def library_rows(self) -> int:
+        """Leading rows computed as one prompt chunk on the library GEMM (exact mode; 0 on the kernel)."""
+        return 0 if self.prompt_on_kernel else len(self.tokens) - self.num_logits
 
     def positions(self) -> list[int]:
         """The position (for RoPE) of each token."""
@@ -241,13 +251,13 @@ def _chain_attention(batch: _PackedBatch, i: int, query, keys, values, window, s
     if batch.kernel_chunks:
         firsts, ends = batch.query_keys(i, window, n)
         return [batch.kernel.attention(query[0], keys, values, firsts, ends, scale)[None]]
-    chunk = n - seg.num_logits
+    chunk = seg.library_rows
     outputs = []
     if chunk > 0:
         first, mask = batch.chunk_mask(i, chunk, window, query.device)
         outputs.append(_attend(query[:, :, :chunk], keys[None, :, first : start + chunk],
                                values[None, :, first : start + chunk], mask, scaling))
-    firsts, ends = batch.query_keys(i, window, seg.num_logits)
+    firsts, ends = batch.query_keys(i, window, n - chunk)
     if batch.kernel is not None and ends:
         outputs.append(batch.kernel.attention(query[0, :, chunk:], keys, values, firsts, ends, scale)[None])
         return outputs
@@ -590,7 +600,7 @@ class ExactRows:
         self.reuse_logits = reuse_logits
         chunks, others, row = [], [], 0
         for seg in segments:
-            chunk = len(seg.tokens) - seg.num_logits
+            chunk = seg.library_rows
             if chunk > 0:
                 chunks.append((row, chunk))
             others.extend(range(row + max(chunk, 0), row + len(seg.tokens)))
@@ -609,8 +619,9 @@ class ExactKernelLinear(torch.nn.Module):
     every row that needs logits (a decode token, a draft token, a prompt's last token) goes through it and gets
     the same bits in any pass. The rows of a prompt chunk (the positions before those) go through the library
     GEMM of the model's dtype, one call per chunk: their result depends on the chunk's bounds only, which the
-    exact-mode scheduler derives from the prompt alone, so prefill keeps the library's speed (AMX on a CPU that
-    has it). bf16 layers compute the kernel's rows with VDPBF16PS where the CPU has AVX512-BF16 (else in fp32
+    exact-mode scheduler derives from the prompt alone, so long prompts keep the library's speed where it is
+    faster; a chunk the scheduler marks ``prompt_on_kernel`` (short ones, or all where the kernel runs on AMX
+    tiles) goes through the kernel with the other rows. bf16 layers compute the kernel's rows with VDPBF16PS where the CPU has AVX512-BF16 (else in fp32
     from the bf16 weights), fp16 ones in fp32 from widened weights; each output is rounded once back.
     ``dense`` None (the output head, which sees only rows that need logits): the kernel only, on a bf16 copy
     where the weights are exactly bf16. Inside a pass the head writes float32 logits, each rounded to the
@@ -1185,6 +1196,13 @@ class ModelRunner:
     def exact_kernel(self) -> bool:
         """Whether exact mode runs on foretell's row-invariant kernel (else on padded oneDNN GEMMs)."""
         return self._exact_rows is not None
+
+    @property
+    def kernel_on_amx(self) -> bool:
+        """Whether exact mode's kernel computes every linear layer's rows on AMX tiles (bf16 weights on a CPU
+        with AMX): there it is faster than the library GEMM for prompt chunks of every size too."""
+        layers = [m for m in self.model.modules() if isinstance(m, ExactKernelLinear)]
+        return self.attention_kernel is not None and bool(layers) and all(m.joins_weights() for m in layers)
 
     @property
     def block_layers(self) -> int:
