@@ -1,31 +1,40 @@
-"""Time to first token (one output token) by prompt length, exact mode, with a prompt's chunks on the library GEMM
-(``KVPool.kernel_rows`` 0, the route before) and on foretell's kernel (the auto choice), alternating in one process;
-prefix cache off, as in ``foretell bench``. The prompt is a slice of engine/runner.py's tokens.
+"""Time to first token (one output token) by prompt length, exact mode, by the route of a prompt's chunks:
+``library`` (``KVPool.kernel_rows`` 0, the route before), ``last`` (only the last, partial chunk on foretell's
+kernel: ``prefill_chunk - 1``) and ``every`` (every chunk on the kernel: ``prefill_chunk``), alternating in one
+process (the order rotates each round); prefix cache off, as in ``foretell bench``. The prompt is a slice of
+engine/runner.py's tokens.
 
-Run from the repository root: .venv/bin/python benchmarks/results/run-2026-11-27-spr-prompt-kernel/ttft_by_route.py
+Run from the repository root:
+.venv/bin/python benchmarks/results/run-2026-11-27-spr-prompt-kernel/ttft_by_route.py [--rounds N] [SIZE ...]
 """
+import argparse
 import statistics
-import sys
 import time
 
 from foretell.bench.harness import BenchOptions, load_engine
 from foretell.config import SpeculationParams
 from foretell.engine.api import GenerationRequest
 
+parser = argparse.ArgumentParser()
+parser.add_argument("sizes", nargs="*", type=int, default=[1, 8, 32, 64, 128, 256, 384, 511, 1000, 2000])
+parser.add_argument("--rounds", type=int, default=6)
+args = parser.parse_args()
 engine, _, _ = load_engine(BenchOptions(suites=["controls"]))
-auto = engine.pool.kernel_rows
-print(f"exact {engine.runner.exact}, kernel rows (auto) {auto}")
+chunk = engine.config.prefill_chunk
+print(f"exact {engine.runner.exact}, kernel rows (auto) {engine.pool.kernel_rows}, prefill chunk {chunk}")
+routes = {"library": 0, "last": chunk - 1, "every": chunk}
 source = engine.tokenizer(open("src/foretell/engine/runner.py").read())["input_ids"]
-sizes = [int(a) for a in sys.argv[1:]] or [1, 8, 32, 64, 128, 256, 384, 511, 1000]
-for n in sizes:
-    times = {0: [], auto: []}
-    for round_ in range(6):
-        for rows in (0, auto) if round_ % 2 else (auto, 0):
-            engine.pool.kernel_rows = rows
+for n in args.sizes:
+    times = {name: [] for name in routes}
+    names = list(routes)
+    for round_ in range(args.rounds):
+        for name in names[round_ % 3:] + names[: round_ % 3]:
+            engine.pool.kernel_rows = routes[name]
             req = GenerationRequest(prompt_ids=source[:n], max_tokens=1, speculation=SpeculationParams(method="none"))
             start = time.perf_counter()
             engine.generate([req])
-            times[rows].append(time.perf_counter() - start)
-    lib, ker = statistics.median(times[0]), statistics.median(times[auto])
-    print(f"{n:5d} tokens: library {[round(t * 1000) for t in sorted(times[0])]} ms, "
-          f"kernel {[round(t * 1000) for t in sorted(times[auto])]} ms, kernel/library {ker / lib:.2f}", flush=True)
+            times[name].append(time.perf_counter() - start)
+    lib = statistics.median(times["library"])
+    print(f"{n:5d} tokens: " + ", ".join(
+        f"{name} {round(statistics.median(ts) * 1000)} ms ({statistics.median(ts) / lib:.2f}x)"
+        for name, ts in times.items()), flush=True)
