@@ -924,13 +924,14 @@ int foretell_amx_init(void) {
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 0 : -1;
 }
 
-static void amx_begin(void) { /* every tile: 16 rows of 64 bytes */
+static void amx_rows_config(int rows) { /* tiles 0-4 of ``rows`` rows (C and A), 5-7 of 16 (B); 64 bytes each */
     amx_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
+    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = t < 5 ? rows : 16;
     _tile_loadconfig(&c);
 }
+static void amx_begin(void) { amx_rows_config(16); } /* every tile: 16 rows of 64 bytes */
 
 /* x (M, K) into B tiles: p[(mb KB + kb) 256 + r 16 + m] = the pair x[16 mb + m, 32 kb + 2 r + {0, 1}] as one 32-bit
  * value, zeros for rows past M: 16 rows x 16 pairs, transposed */
@@ -1078,7 +1079,10 @@ int foretell_linear_amx(const bf16 *x, const bf16 *w, const uint8_t *wq, int fmt
  * order) then one horizontal sum; the probabilities rounded to bf16 (as FlashAttention rounds P); then P V on
  * tiles (16 queries x 16 dimensions, 32 keys a step), divided by the sum. A block spans its queries' keys from a
  * multiple of 32; keys outside a query's range add exact zeros to its sums, so a query's bits depend only on its
- * own keys, whatever the other queries of the call (keys past the last range are packed as zeros). */
+ * own keys, whatever the other queries of the call (keys past the last range are packed as zeros). A block of
+ * fewer than 16 queries (a decode token, a call's last block) runs on tiles of that many rows: a row of a tile
+ * product depends on its own row of the first operand alone, so nothing is computed, stored or cleared for
+ * absent queries (one query after 8,192 keys: 1.61 -> 1.13 ms a layer, the same bits). */
 int foretell_attention_amx(const bf16 *q, const bf16 *k, const bf16 *v, float *out, const int *first,
                            const int *end, int T_, int H, int G, int D, long kv_stride, float scale, int threads) {
     if (D % 64 || T_ <= 0 || G <= 0 || H % G) return -1;
@@ -1122,9 +1126,11 @@ int foretell_attention_amx(const bf16 *q, const bf16 *k, const bf16 *v, float *o
         bf16 *pb = (bf16 *)(s + (size_t)16 * W), *qb16 = (bf16 *)(s + (size_t)24 * W);
         float *ob = s + (size_t)24 * W + 8 * D, *sums = ob + 16 * 64;
         amx_begin();
+        int rows = 16; /* the tiles' rows as configured: a block's queries (the last block may hold fewer) */
         _Pragma("omp for schedule(static)")
         for (int it = 0; it < H * blocks; it++) {
             int h = it / blocks, t0 = it % blocks * 16, nt = T_ - t0 < 16 ? T_ - t0 : 16, g = h / rep;
+            if (nt != rows) amx_rows_config(rows = nt); /* a row of C depends on its own row of A alone */
             int blo = first[t0], bhi = end[t0];
             for (int i = 1; i < nt; i++) {
                 blo = first[t0 + i] < blo ? first[t0 + i] : blo;
@@ -1156,13 +1162,11 @@ int foretell_attention_amx(const bf16 *q, const bf16 *k, const bf16 *v, float *o
                 if (cnt > 3) _tile_stored(3, sc + 48, (long)W * 4);
             }
             const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            for (int i = 0; i < 16; i++) { /* softmax of each query's own keys; padding rows get zeros */
+            for (int i = 0; i < 16; i++) { /* softmax of each query's own keys (the block's queries: its tiles hold no others) */
                 float *sr = s + (size_t)i * W;
                 bf16 *pr = pb + (size_t)i * W;
-                if (i >= nt) {
-                    memset(pr, 0, (size_t)(o1 - o0) * sizeof(bf16));
-                    continue;
-                }
+                if (i >= nt)
+                    break;
                 const __m512i f = _mm512_set1_epi32(first[t0 + i]), e = _mm512_set1_epi32(end[t0 + i]);
                 vec mx = _mm512_set1_ps(-INFINITY);
                 for (int c = 0; c < o1 - o0; c += 16) {

@@ -140,6 +140,13 @@ unchanged. With that, the engine's layers read their bf16 weights on AMX in ever
 This VM's speed drifts by up to 1.7x within minutes (a 64-token pass took 128 ms and 218 ms in two runs of the
 same code), so compare only what ran side by side.
 
+Since 2026-11-27 the attention's last block of a call, when it holds fewer than 16 queries (a decode token, the
+odd rows of a verify pass), runs on tiles configured to that many rows: before, its 16-row score tiles were stored
+in full and the absent queries' probabilities cleared, 7 and 3.4 MB a layer for one query after 8,192 keys. Whole
+passes of the 0.5B, the old kernel against this one alternating pass by pass in one process, median ratios of 6
+(``benchmarks/results/run-2026-11-27-spr-measured-limits/attention_rows_ab.py``): one token after 8,192 cached
+tokens 0.92x the time, after 4,096 0.94x, after 256 0.98x; 17 tokens after 4,096-8,192 0.97-0.98x. The same bits.
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
