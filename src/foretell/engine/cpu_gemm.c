@@ -1162,11 +1162,9 @@ int foretell_attention_amx(const bf16 *q, const bf16 *k, const bf16 *v, float *o
                 if (cnt > 3) _tile_stored(3, sc + 48, (long)W * 4);
             }
             const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            for (int i = 0; i < 16; i++) { /* softmax of each query's own keys (the block's queries: its tiles hold no others) */
+            for (int i = 0; i < nt; i++) { /* softmax of each query's own keys (the tiles hold no other rows) */
                 float *sr = s + (size_t)i * W;
                 bf16 *pr = pb + (size_t)i * W;
-                if (i >= nt)
-                    break;
                 const __m512i f = _mm512_set1_epi32(first[t0 + i]), e = _mm512_set1_epi32(end[t0 + i]);
                 vec mx = _mm512_set1_ps(-INFINITY);
                 for (int c = 0; c < o1 - o0; c += 16) {
