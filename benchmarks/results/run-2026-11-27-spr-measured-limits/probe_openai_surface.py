@@ -1,4 +1,4 @@
-"""42 more calls through the official openai client than the usual probe: each succeeds or fails with a 4xx
+"""40 more calls through the official openai client than the usual probe: each succeeds or fails with a 4xx
 that names the field. Start a server first (scripts/serve --port 8011), then: python probe_openai_surface.py 8011
 """
 """Wider OpenAI surface through the official client: every call succeeds, or fails with a 4xx naming the field."""
