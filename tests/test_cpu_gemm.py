@@ -388,6 +388,9 @@ def test_amx_attention_keeps_queries_apart_and_never_reads_past_the_last_key(amx
             assert torch.equal(alone, got[:, t]), (dim, t)
         part = amx_gemm.attention(q[:, 5:30], k, v, first[5:30], end[5:30], dim ** -0.5)
         assert torch.equal(part, got[:, 5:30])
+        # 16 queries run per query head; 1, 25 and 37 stacked, a KV head's query heads sharing a block
+        sixteen = amx_gemm.attention(q[:, 5:21], k, v, first[5:21], end[5:21], dim ** -0.5)
+        assert torch.equal(sixteen, got[:, 5:21])
     q, k, v, first, end = _attention_case(4, 2, 96, 3, torch.bfloat16, seed=1)  # 96: not on AMX, still right
     torch.testing.assert_close(amx_gemm.attention(q, k, v, first, end, 0.1).double(),
                                _attention_reference(q, k, v, first, end, 0.1), rtol=2e-2, atol=2e-2)

@@ -147,6 +147,14 @@ passes of the 0.5B, the old kernel against this one alternating pass by pass in 
 (``benchmarks/results/run-2026-11-27-spr-measured-limits/attention_rows_ab.py``): one token after 8,192 cached
 tokens 0.92x the time, after 4,096 0.94x, after 256 0.98x; 17 tokens after 4,096-8,192 0.97-0.98x. The same bits.
 
+Since 2026-11-28 a block's rows may be a KV head's query heads (grouped-query attention), for each query in turn, where
+that takes fewer blocks than one query head's queries and leaves no thread without a block: a decode token's keys
+and values are read once for the 7 query heads that share them (the 0.5B), not 7 times. Kernel alone (14 heads, 2
+KV heads, 64 dims, 2 threads, 2-core Sapphire Rapids VM), ms a call: one query after 8,192 keys 0.74 -> 0.40, 17
+queries 1.91 -> 1.54, 128 queries unchanged (those blocks stay per query head). Whole passes of the 0.5B as above:
+one token after 8,192 cached tokens 0.83x the time, after 4,096 0.88x, 17 tokens 0.89x and 0.95x, after 256 and
+2,048 within 4%. The same bits (a row of a tile product depends on its own row alone).
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
