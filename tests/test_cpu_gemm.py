@@ -394,3 +394,71 @@ def test_amx_attention_keeps_queries_apart_and_never_reads_past_the_last_key(amx
     q, k, v, first, end = _attention_case(4, 2, 96, 3, torch.bfloat16, seed=1)  # 96: not on AMX, still right
     torch.testing.assert_close(amx_gemm.attention(q, k, v, first, end, 0.1).double(),
                                _attention_reference(q, k, v, first, end, 0.1), rtol=2e-2, atol=2e-2)
+
+
+def _near_tie_head(n: int, k: int, seed: int) -> torch.Tensor:
+    """A bf16 head whose logits tie or nearly tie: rows repeated exactly (equal logits: the first index must win),
+    rows one bf16 step apart in one value, and rows of very different scales."""
+    gen = torch.Generator().manual_seed(seed)
+    w = (torch.randn(n, k, generator=gen) * 0.05).bfloat16()
+    w[1::7] = w[0::7][: len(w[1::7])]  # exact ties with the row before
+    bumped = w[2::7].clone()
+    bumped[:, 3] = torch.nextafter(bumped[:, 3].float(), torch.tensor(1.0)).bfloat16()
+    w[3::7] = bumped[: len(w[3::7])]  # near ties
+    w[4::7] *= 8
+    w[5] = 0  # a zero row
+    return w.contiguous()
+
+
+def test_argmax_head_keeps_the_exact_heads_argmax_ties_included(amx_gemm):
+    """The int8 bound route: every row's argmax (the first maximum) is the exact head's, over 1-16 rows, inputs
+    with outlier dimensions and heads with tied and nearly tied rows; a candidate's value is the exact logit to
+    the bit, every other value lies above its exact logit and below the row's maximum. More than 16 rows or a
+    non-finite input: None (the caller runs the exact head)."""
+    if amx_gemm._head_bounds is None:
+        pytest.skip("this build has no AMX int8 tiles")
+    for n, k, seed in ((400, 256, 0), (1024, 896, 1)):
+        w = _near_tie_head(n, k, seed)
+        head = cpu_gemm.ArgmaxHead(amx_gemm, w)
+        gen = torch.Generator().manual_seed(seed + 10)
+        for m in (1, 2, 5, 16):
+            for trial in range(6):
+                x = torch.randn(m, k, generator=gen) * (1 + 4 * trial)
+                x[:, trial * 7 % k] *= 40  # an outlier dimension, as a real model's hidden states have
+                if trial == 5:
+                    x = w[: 2 * m : 2].float() * 30  # inputs aligned with tied rows: exact ties at the maximum
+                x = x.bfloat16()
+                exact = amx_gemm.logits(x, w)
+                got = head.logits(x, w)
+                assert got is not None and got.shape == exact.shape
+                assert torch.equal(got.argmax(dim=-1), exact.argmax(dim=-1)), (n, m, trial)
+                _assert_bounded(got, exact)
+    # the bound is tight where every weight sits just past half a quantisation step: row 0's int8 copy
+    # overestimates its logit by 98% of the bound's first term, and row 1's logit lies just above row 0's
+    k = 256
+    w = torch.zeros(32, k)
+    w[0, 0], w[0, 1:] = 1.0, 0.508 / 127
+    w = w.bfloat16()
+    w[1] = (w[0].float().sum() + 0.004) / k
+    w[2:] = (torch.randn(30, k, generator=gen) * 0.004).bfloat16()
+    head = cpu_gemm.ArgmaxHead(amx_gemm, w)
+    x = torch.ones(1, k).bfloat16()
+    exact = amx_gemm.logits(x, w)
+    assert exact[0].argmax() == 1 and exact[0, 1] - exact[0, 0] < 0.02
+    _assert_bounded(head.logits(x, w), exact)
+    assert head.logits(torch.randn(17, k).bfloat16(), w) is None
+    bad = torch.randn(2, k).bfloat16()
+    bad[1, 3] = float("nan")
+    assert head.logits(bad, w) is None
+    assert not cpu_gemm.ArgmaxHead.supports(amx_gemm, w[:20])  # rows not a multiple of 16
+
+
+def _assert_bounded(got: torch.Tensor, exact: torch.Tensor) -> None:
+    """ArgmaxHead's promise: the exact logit at every maximum of each row (so the same argmax, ties included)
+    and at any other candidate; elsewhere a value above the exact logit and below the row's maximum."""
+    assert got is not None and got.shape == exact.shape
+    top = exact.max(dim=-1, keepdim=True).values.expand_as(exact)
+    same = got == exact
+    assert same[exact == top].all()
+    assert (got[~same] > exact[~same]).all() and (got[~same] < top[~same]).all()
+    assert torch.equal(got.argmax(dim=-1), exact.argmax(dim=-1))

@@ -563,3 +563,48 @@ def test_padded_route_falls_back_to_fixed_row_blocks_where_padding_is_not_enough
         plain = run(engine, [r := request(prompt, 30, method="none")])[r.request_id]
         for pred in (plain, plain[:10] + [7, 8, 9] + plain[13:], [5] * 30):
             assert run(engine, [r := request(prompt, 30, prediction=pred)])[r.request_id] == plain
+
+
+def test_greedy_passes_take_the_argmax_head_and_keep_the_exact_heads_tokens(monkeypatch):
+    """On AMX, passes whose requests need only the argmax read the head's int8 copy (cpu_gemm.ArgmaxHead): on the
+    near-tie model, greedy outputs with predictions, batched, equal those of the same runner without that copy;
+    a request with logprobs in the batch sends its passes to the exact head and keeps its logprobs."""
+    if cpu_gemm.load() is None:
+        pytest.skip("foretell's CPU kernel does not build here")
+    with_head = ModelRunner(bf16_model(), exact=True)
+    head = with_head.model.get_output_embeddings()
+    if getattr(head, "argmax", None) is None:
+        pytest.skip("no AMX int8 tiles here: the head has no int8 copy")
+    without = ModelRunner(bf16_model(), exact=True, argmax_head=False)
+    assert without.model.get_output_embeddings().argmax is None
+    served = []
+    original = cpu_gemm.ArgmaxHead.logits
+
+    def counted(self, x, weight, out=None):
+        result = original(self, x, weight, out)
+        served.append((x.reshape(-1, x.shape[-1]).shape[0], result is not None))
+        return result
+
+    monkeypatch.setattr(cpu_gemm.ArgmaxHead, "logits", counted)
+    tokenizer = make_tiny_tokenizer()
+    rng = random.Random(5)
+    prompts = [[rng.randrange(with_head.vocab_size) for _ in range(n)] for n in (9, 30, 61)]
+    outputs = []
+    for runner in (without, with_head):
+        engine = make_engine(runner, tokenizer)
+        plain = [run(engine, [r := request(p, 48, method="none")])[r.request_id] for p in prompts]
+        reqs = []
+        for p, out in zip(prompts, plain):
+            reqs += [request(p, 48, prediction=out[:20] + [3, 4] + out[22:]), request(p, 48, method="ngram")]
+        logprobs = GenerationRequest(prompt_ids=prompts[0], max_tokens=12, ignore_eos=True,
+                                     sampling=SamplingParams(temperature=0.0, logprobs=2))
+        chunks = engine.generate(reqs + [logprobs])
+        got = [[t for c in chunks[r.request_id] for t in c.new_token_ids] for r in reqs + [logprobs]]
+        alone = engine.generate([logprobs])[logprobs.request_id]  # every pass its own: none takes the copy
+        lps = [[lp for c in outs for lp in (c.new_logprobs or [])] for outs in (chunks[logprobs.request_id], alone)]
+        outputs.append((plain, got, lps))
+    assert outputs[0][:2] == outputs[1][:2]
+    assert outputs[1][1][-1] == outputs[1][0][0][:12]
+    assert len(outputs[1][2][1]) == 12 and outputs[0][2] == outputs[1][2]
+    assert all(ok == (rows <= cpu_gemm.ArgmaxHead.ROWS_MAX) for rows, ok in served)  # longer passes: the exact head
+    assert sum(ok for _, ok in served) > 100

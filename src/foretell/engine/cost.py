@@ -111,7 +111,8 @@ def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.G
     try:
         synchronize(runner.device)
         start = time.perf_counter()
-        runner.forward([Segment(kv, tokens, num_logits=n)], reuse_logits=True)  # as the engine's passes
+        # as the engine's passes of greedy requests (an ArgmaxHead may serve the head's rows)
+        runner.forward([Segment(kv, tokens, num_logits=n, argmax_only=True)], reuse_logits=True)
         synchronize(runner.device)
         return time.perf_counter() - start, shapes
     finally:

@@ -1232,4 +1232,116 @@ int foretell_attention_amx(const bf16 *q, const bf16 *k, const bf16 *v, float *o
     }
     return 0;
 }
+#if defined(__AMX_INT8__)
+/* ---- bounds on an output head's logits, for rows whose caller needs only the argmax ----
+ * foretell_head_bounds_amx: M <= 16 bf16 input rows x (K values, K a multiple of 64) against an int8 copy of the
+ * head (row j ~ s[j] q[j], q packed by the caller in B-tile order: per 16 rows and 64 values, 16 quads of values
+ * x 16 rows x 4 bytes). Writes y[m N + j] = U, an upper bound of logit j of row m as the exact kernel gives it
+ * (rounded to bf16), top[m N / 16 + j / 16] = the largest U of each 16 columns, and lower[m] = the largest lower
+ * bound L over j. Every j with U < lower[m] lies below the row's maximum, so only the others need their exact
+ * logit.
+ * Each row of x is scaled to int16 values xi (sx = max|x| / 32767; ex = max |x - sx xi|, both exact in double),
+ * split into a signed high byte and an unsigned low one: D = sum q xi = 256 sum q hi + sum q lo, exact int32 sums
+ * on TDPBSSD / TDPBUSD. A = s_j sx D. With the caller's a_j >= max_k |w_jk - s_j q_jk| + K 2^-24 max_k |w_jk| (the
+ * quantisation error, and the error of the exact kernel's fp32 sums over K products) and c_j = s_j sum_k |q_jk|,
+ * |logit - A| <= a_j |x|_1 + c_j ex, plus 2^-8 |logit| for its rounding to bf16; the bound here is that, inflated to
+ * cover float rounding (its own and D's: D's low sum may exceed 2^24). */
+#ifndef HEAD_PREFETCH
+#define HEAD_PREFETCH 8 /* weight tiles (1 KB) asked for ahead of the one being read */
+#endif
+static void amx_int8_config(int rows) { /* C tiles 0-1 and A tiles 3-4 of ``rows`` rows, B tile 2 of 16; 64 bytes */
+    amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 5; t++) c.colsb[t] = 64, c.rows[t] = t == 2 ? 16 : rows;
+    _tile_loadconfig(&c);
+}
+
+int foretell_head_bounds_amx(const bf16 *x, const int8_t *qp, const float *s, const float *a, const float *c,
+                             float *y, float *top, float *lower, int M, int N, int K, int threads) {
+    if (K % 64 || N % 16 || M <= 0 || M > 16) return -1;
+    const int KB = K / 64, blocks = N / 16;
+    int8_t hi[16 * 4096] __attribute__((aligned(64)));
+    uint8_t lo[16 * 4096] __attribute__((aligned(64)));
+    if (K > 4096) return -1;
+    float sx[16], x1[16], ex[16];
+    for (int m = 0; m < M; m++) {
+        double mx = 0.0, l1 = 0.0, err = 0.0;
+        for (int k = 0; k < K; k++) {
+            double v = widen1(x[(size_t)m * K + k]);
+            if (!(fabs(v) <= 3.0e38)) return -2; /* inf or NaN: the caller takes the exact head */
+            mx = fabs(v) > mx ? fabs(v) : mx;
+            l1 += fabs(v);
+        }
+        const float sxf = mx > 0.0 ? (float)(mx / 32767.0) : 1.0f; /* xi = x / sx rounded, clamped: err is exact */
+        const double scale = sxf;
+        for (int k = 0; k < K; k++) {
+            double v = widen1(x[(size_t)m * K + k]);
+            long xi = lrint(v / scale);
+            xi = xi > 32767 ? 32767 : xi < -32767 ? -32767 : xi;
+            double d = fabs(v - scale * (double)xi);
+            err = d > err ? d : err;
+            hi[m * K + k] = (int8_t)(xi >> 8);   /* xi = 256 hi + lo, hi in [-128, 127], lo in [0, 255] */
+            lo[m * K + k] = (uint8_t)(xi & 255);
+        }
+        sx[m] = sxf;
+        x1[m] = (float)(l1 * (1.0 + 1e-6));
+        ex[m] = (float)(err * (1.0 + 1e-6) + 1e-30);
+    }
+    float lows[64 * 16];
+    int nthreads = threads < 64 ? threads : 64;
+    for (int i = 0; i < nthreads * 16; i++) lows[i] = -INFINITY;
+    #pragma omp parallel num_threads(nthreads)
+    {
+        int32_t ch[16 * 16] __attribute__((aligned(64))), cl[16 * 16] __attribute__((aligned(64)));
+        vec lmax[16];
+        for (int m = 0; m < 16; m++) lmax[m] = _mm512_set1_ps(-INFINITY);
+        amx_int8_config(M);
+        #pragma omp for schedule(static)
+        for (int blk = 0; blk < blocks; blk++) {
+            const int8_t *wb = qp + (size_t)blk * KB * 1024;
+            _tile_zero(0);
+            _tile_zero(1);
+            for (int kb = 0; kb < KB; kb++) {
+                const char *ahead = (const char *)(wb + (size_t)(kb + HEAD_PREFETCH) * 1024);
+                for (int l = 0; l < 1024; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
+                _tile_loadd(2, wb + (size_t)kb * 1024, 64);
+                _tile_loadd(3, hi + kb * 64, K);
+                _tile_loadd(4, lo + kb * 64, K);
+                _tile_dpbssd(0, 3, 2);
+                _tile_dpbusd(1, 4, 2);
+            }
+            _tile_stored(0, ch, 64);
+            _tile_stored(1, cl, 64);
+            const int n0 = blk * 16;
+            const vec sj = _mm512_loadu_ps(s + n0), aj = _mm512_loadu_ps(a + n0), cj = _mm512_loadu_ps(c + n0);
+            for (int m = 0; m < M; m++) {
+                vec d = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(ch + m * 16)), _mm512_set1_ps(256.0f),
+                                        _mm512_cvtepi32_ps(_mm512_load_si512(cl + m * 16)));
+                vec ssx = _mm512_mul_ps(sj, _mm512_set1_ps(sx[m]));
+                vec av = _mm512_mul_ps(d, ssx);
+                vec b = _mm512_fmadd_ps(aj, _mm512_set1_ps(x1[m]), _mm512_fmadd_ps(cj, _mm512_set1_ps(ex[m]),
+                                        _mm512_mul_ps(ssx, _mm512_set1_ps(8.0f))));
+                vec mag = _mm512_abs_ps(av);
+                b = _mm512_fmadd_ps(b, _mm512_set1_ps(1.0f + 0x1p-7f),
+                                    _mm512_fmadd_ps(mag, _mm512_set1_ps(0x1p-8f + 0x1p-16f), _mm512_set1_ps(1e-30f)));
+                const vec up = _mm512_add_ps(av, b);
+                _mm512_storeu_ps(y + (size_t)m * N + n0, up);
+                top[(size_t)m * blocks + blk] = _mm512_reduce_max_ps(up);
+                lmax[m] = _mm512_max_ps(lmax[m], _mm512_sub_ps(av, b));
+            }
+        }
+        _tile_release();
+        int t = omp_get_thread_num();
+        for (int m = 0; m < M; m++) lows[t * 16 + m] = _mm512_reduce_max_ps(lmax[m]);
+    }
+    for (int m = 0; m < M; m++) {
+        float best = -INFINITY;
+        for (int t = 0; t < nthreads; t++) best = lows[t * 16 + m] > best ? lows[t * 16 + m] : best;
+        lower[m] = best;
+    }
+    return 0;
+}
+#endif
+
 #endif

@@ -88,7 +88,7 @@ class LLMEngine:
         runner, drafter = None, None
         if exact:  # the runner sets up its own linear layers
             try:
-                runner = ModelRunner(model, exact=True)
+                runner = ModelRunner(model, exact=True, argmax_head=config.argmax_head)
             except ExactModeUnavailable as exc:
                 if config.exact:
                     raise
@@ -301,7 +301,8 @@ class LLMEngine:
             tokens = seq.tokens[start:] + nodes
             seqs.append(seq)
             segments.append(Segment(seq.kv, tokens, num_logits=len(nodes) + 1, parents=parents,
-                                    prompt_on_kernel=pending > 1 and self._prompt_on_kernel(seq, start)))
+                                    prompt_on_kernel=pending > 1 and self._prompt_on_kernel(seq, start),
+                                    argmax_only=seq.argmax_only))
             seq.batch_tokens = batch_tokens  # what the pass held before this request (for the trace)
             batch_tokens += len(tokens)
             batch_expected += seq.decision.expected

@@ -65,6 +65,7 @@ class Segment:
     num_logits: int
     parents: list[int] | None = None
     prompt_on_kernel: bool = False
+    argmax_only: bool = False  # its caller reads only each logits row's argmax (greedy, no logprobs, bias, penalty)
 
     @property
     def library_rows(self) -> int:
@@ -594,10 +595,13 @@ class ExactRows:
     others: torch.Tensor | None = None
     library: bool = False  # every row on the library GEMM (a peer's model.generate on the same model object)
     reuse_logits: bool = False  # this pass's caller takes its logits before the next pass (the head's buffer)
+    argmax_only: bool = False  # every segment's caller reads only its rows' argmax (an ArgmaxHead may serve them)
 
     def fill(self, segments: list[Segment], reuse_logits: bool = False) -> None:
         """Split the pass of ``segments``: each one's rows before those that need logits are a prompt chunk."""
         self.reuse_logits = reuse_logits
+        with_logits = [seg for seg in segments if seg.num_logits]  # a mid-prompt chunk has no rows in the head
+        self.argmax_only = bool(with_logits) and all(seg.argmax_only for seg in with_logits)
         chunks, others, row = [], [], 0
         for seg in segments:
             chunk = seg.library_rows
@@ -609,7 +613,7 @@ class ExactRows:
         self.others = torch.tensor(others, dtype=torch.long) if others and chunks else None
 
     def clear(self) -> None:
-        self.total, self.chunks, self.others, self.reuse_logits = 0, [], None, False
+        self.total, self.chunks, self.others, self.reuse_logits, self.argmax_only = 0, [], None, False, False
 
 
 class ExactKernelLinear(torch.nn.Module):
@@ -650,6 +654,7 @@ class ExactKernelLinear(torch.nn.Module):
         self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
         self.blocks = _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
         self.group: SharedInputGroup | None = None  # siblings read with it in one call
+        self.argmax: cpu_gemm.ArgmaxHead | None = None  # the output head's argmax route (exact_kernel_linears)
 
     def joins_weights(self) -> bool:
         """Whether a :class:`SharedInputGroup` may join this layer's bf16 weights: its rows run on AMX tiles and
@@ -685,12 +690,17 @@ class ExactKernelLinear(torch.nn.Module):
         return self.gemm.linear(x.float(), self.kernel_weight, self.kernel_bias).to(x.dtype)
 
     def head_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """The output head inside a pass: float32 logits with the values of ``kernel(x)``, in the kept buffer."""
+        """The output head inside a pass: float32 logits with the values of ``kernel(x)``, in the kept buffer.
+        Where every row's caller reads only the argmax (``ExactRows.argmax_only``) and an :class:`ArgmaxHead` takes
+        the pass, rows whose argmax (ties included) is that of these logits."""
         if x.dtype == torch.float32 or x.dtype == self.kernel_weight.dtype == torch.bfloat16:
             size = x.numel() // x.shape[-1] * self.out_features
-            if not self.rows.reuse_logits or size * 4 > HEAD_BUFFER_BYTES:
-                return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, **self._blocks)
-            out = self._head_out(size, torch.float32)
+            out = self._head_out(size, torch.float32) if self.rows.reuse_logits and size * 4 <= HEAD_BUFFER_BYTES \
+                else None
+            if self.argmax is not None and self.rows.argmax_only:
+                bounded = self.argmax.logits(x, self.kernel_weight, out=out)
+                if bounded is not None:
+                    return bounded
             return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, out=out, **self._blocks)
         return self.kernel(x)
 
@@ -813,10 +823,12 @@ def _checked_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGe
     return blocks
 
 
-def exact_kernel_linears(model) -> ExactRows | None:
+def exact_kernel_linears(model, argmax_head: bool = True) -> ExactRows | None:
     """Exact mode on foretell's CPU kernel: swap every ``nn.Linear`` (the output head too) for an
     :class:`ExactKernelLinear` sharing one :class:`ExactRows` (returned, for the runner to fill per pass).
-    None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86)."""
+    None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86).
+    ``argmax_head``: where the build and the head take it, the head keeps an int8 copy for passes whose rows need
+    only their argmax (:class:`foretell.engine.cpu_gemm.ArgmaxHead`; a bias-free bf16 head on AMX)."""
     param = next(model.parameters())
     gemm = cpu_gemm.load() if param.device.type == "cpu" else None
     if gemm is None:
@@ -826,6 +838,10 @@ def exact_kernel_linears(model) -> ExactRows | None:
     _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head))
     if gemm.reads_blocks or gemm.amx:
         SharedInputGroup.join(model, gemm)
+    head = model.get_output_embeddings()
+    if (argmax_head and isinstance(head, ExactKernelLinear) and head.kernel_bias is None
+            and cpu_gemm.ArgmaxHead.supports(gemm, head.kernel_weight)):
+        head.argmax = cpu_gemm.ArgmaxHead(gemm, head.kernel_weight)
     return rows
 
 
@@ -1128,7 +1144,7 @@ class ModelRunner:
     writes by position (rollback = lowering ``SeqKV.length``), ``vocab_size``, ``device`` and ``model``.
     """
 
-    def __init__(self, model, exact: bool = False, cpu_attention: bool = True):
+    def __init__(self, model, exact: bool = False, cpu_attention: bool = True, argmax_head: bool = True):
         missing = unsupported_attention(model)
         if missing is not None:
             name = type(model).__name__
@@ -1156,7 +1172,7 @@ class ModelRunner:
         head = model.get_output_embeddings()  # outside exact mode, a CPU head with two kernels keeps its logits
         self._kept_head = head if isinstance(head, RowDispatchLinear) and not exact else None
         if exact:
-            self._exact_rows = exact_kernel_linears(self.model)
+            self._exact_rows = exact_kernel_linears(self.model, argmax_head)
             if self._exact_rows is None:
                 make_row_invariant(self.model)
             else:

@@ -53,6 +53,14 @@ class Sequence:
         self.scheduled_at: float | None = None
 
     @property
+    def argmax_only(self) -> bool:
+        """Whether this request reads only the argmax of its logits: greedy, without logprobs, logit bias,
+        penalties or a draft model (whose cascade rules read the target's distribution)."""
+        params = self.req.sampling
+        return (params.greedy and params.logprobs is None and not params.adjusts_logits
+                and not self.req.speculation.uses_draft_model)
+
+    @property
     def draft(self) -> Draft:
         return self.decision.draft
 
