@@ -410,29 +410,30 @@ def _near_tie_head(n: int, k: int, seed: int) -> torch.Tensor:
     return w.contiguous()
 
 
-def test_argmax_head_keeps_the_exact_heads_argmax_ties_included(amx_gemm):
-    """The int8 bound route: every row's argmax (the first maximum) is the exact head's, over 1-16 rows, inputs
-    with outlier dimensions and heads with tied and nearly tied rows; a candidate's value is the exact logit to
-    the bit, every other value lies above its exact logit and below the row's maximum. More than 16 rows or a
-    non-finite input: None (the caller runs the exact head)."""
-    if amx_gemm._head_bounds is None:
-        pytest.skip("this build has no AMX int8 tiles")
+def test_argmax_head_keeps_the_exact_heads_argmax_ties_included(bf16_route):
+    """The int8 bound route (AMX int8 tiles, else AVX2), beside each exact route of the head: every row's argmax
+    (the first maximum) is the exact head's, over 1-16 rows, bf16 and fp32 inputs (exact mode in fp32 reads a bf16
+    copy of the head) with outlier dimensions, heads with tied and nearly tied rows; a candidate's value is the
+    exact logit to the bit, every other value lies above its exact logit and below the row's maximum. More rows
+    than the route takes (16 on tiles, 2 on AVX2) or a non-finite input: None (the caller runs the exact head)."""
+    gemm = bf16_route
+    if not cpu_gemm.ArgmaxHead.supports(gemm, torch.zeros(16, 64, dtype=torch.bfloat16)):
+        pytest.skip("no int8 route in this build")
+    dtypes = (torch.bfloat16,) if gemm._head_bounds is not None else (torch.bfloat16, torch.float32)
     for n, k, seed in ((400, 256, 0), (1024, 896, 1)):
         w = _near_tie_head(n, k, seed)
-        head = cpu_gemm.ArgmaxHead(amx_gemm, w)
+        head = cpu_gemm.ArgmaxHead(gemm, w)
+        assert head.tiles == (gemm._head_bounds is not None)
         gen = torch.Generator().manual_seed(seed + 10)
-        for m in (1, 2, 5, 16):
-            for trial in range(6):
-                x = torch.randn(m, k, generator=gen) * (1 + 4 * trial)
-                x[:, trial * 7 % k] *= 40  # an outlier dimension, as a real model's hidden states have
-                if trial == 5:
-                    x = w[: 2 * m : 2].float() * 30  # inputs aligned with tied rows: exact ties at the maximum
-                x = x.bfloat16()
-                exact = amx_gemm.logits(x, w)
-                got = head.logits(x, w)
-                assert got is not None and got.shape == exact.shape
-                assert torch.equal(got.argmax(dim=-1), exact.argmax(dim=-1)), (n, m, trial)
-                _assert_bounded(got, exact)
+        for dtype in dtypes:
+            for m in (m for m in (1, 2, 5, 16) if m <= head.rows_max):
+                for trial in range(6):
+                    x = torch.randn(m, k, generator=gen) * (1 + 4 * trial)
+                    x[:, trial * 7 % k] *= 40  # an outlier dimension, as a real model's hidden states have
+                    if trial == 5:
+                        x = w[: 2 * m : 2].float() * 30  # inputs aligned with tied rows: exact ties at the maximum
+                    x = x.to(dtype)
+                    _assert_bounded(head.logits(x, w), gemm.logits(x, w))
     # the bound is tight where every weight sits just past half a quantisation step: row 0's int8 copy
     # overestimates its logit by 98% of the bound's first term, and row 1's logit lies just above row 0's
     k = 256
@@ -441,16 +442,17 @@ def test_argmax_head_keeps_the_exact_heads_argmax_ties_included(amx_gemm):
     w = w.bfloat16()
     w[1] = (w[0].float().sum() + 0.004) / k
     w[2:] = (torch.randn(30, k, generator=gen) * 0.004).bfloat16()
-    head = cpu_gemm.ArgmaxHead(amx_gemm, w)
-    x = torch.ones(1, k).bfloat16()
-    exact = amx_gemm.logits(x, w)
-    assert exact[0].argmax() == 1 and exact[0, 1] - exact[0, 0] < 0.02
-    _assert_bounded(head.logits(x, w), exact)
-    assert head.logits(torch.randn(17, k).bfloat16(), w) is None
+    head = cpu_gemm.ArgmaxHead(gemm, w)
+    for dtype in dtypes:
+        x = torch.ones(1, k, dtype=dtype)
+        exact = gemm.logits(x, w)
+        assert exact[0].argmax() == 1 and exact[0, 1] - exact[0, 0] < 0.02
+        _assert_bounded(head.logits(x, w), exact)
+    assert head.logits(torch.randn(head.rows_max + 1, k).bfloat16(), w) is None
     bad = torch.randn(2, k).bfloat16()
     bad[1, 3] = float("nan")
     assert head.logits(bad, w) is None
-    assert not cpu_gemm.ArgmaxHead.supports(amx_gemm, w[:20])  # rows not a multiple of 16
+    assert not cpu_gemm.ArgmaxHead.supports(gemm, w[:20])  # rows not a multiple of 16
 
 
 def _assert_bounded(got: torch.Tensor, exact: torch.Tensor) -> None:

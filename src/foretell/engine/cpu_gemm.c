@@ -900,6 +900,108 @@ void foretell_attention_bf16dot_rows(const bf16 *q, const bf16 *k, const bf16 *v
 }
 #endif
 
+#if defined(__AVX2__)
+/* ---- bounds on an output head's logits without AMX (see foretell_head_bounds_amx for what they promise) ----
+ * foretell_head_bounds_int8: x float32 rows (M <= 16; bf16 inputs widened, exactly), q the int8 copy row-major
+ * [N][K] (N a multiple of 16, K of 16). Each row of x is scaled to int16 values within +-R, R = min(32767,
+ * (2^31 - 1) / (127 K)), so the int32 sums D = sum q xi on VPMADDWD cannot overflow; then A, U and L as there.
+ * 8 weight rows at a time (7 KB for the 0.5B: in L1 while every input row reads them), one row's 8 sums from 8
+ * accumulators by a tree of horizontal adds. */
+int foretell_head_bounds_int8(const float *x, const int8_t *q, const float *s, const float *a, const float *c,
+                              float *y, float *top, float *lower, int M, int N, int K, int threads) {
+    if (K % 16 || N % 16 || M <= 0 || M > 16 || K > 16384) return -1;
+    const long range = 2147483647L / (127L * K) < 32767 ? 2147483647L / (127L * K) : 32767;
+    int16_t *xs = aligned_alloc(64, (size_t)16 * K * sizeof(int16_t));
+    if (!xs) return -1;
+    float sx[16], x1[16], ex[16];
+    for (int m = 0; m < M; m++) {
+        double mx = 0.0, l1 = 0.0, err = 0.0;
+        for (int k = 0; k < K; k++) {
+            double v = x[(size_t)m * K + k];
+            if (!(fabs(v) <= 3.0e38)) { free(xs); return -2; } /* inf or NaN: the caller takes the exact head */
+            mx = fabs(v) > mx ? fabs(v) : mx;
+            l1 += fabs(v);
+        }
+        const float sxf = mx > 0.0 ? (float)(mx / (double)range) : 1.0f;
+        for (int k = 0; k < K; k++) {
+            double v = x[(size_t)m * K + k];
+            long xi = lrint(v / (double)sxf);
+            xi = xi > range ? range : xi < -range ? -range : xi;
+            double d = fabs(v - (double)sxf * (double)xi);
+            err = d > err ? d : err;
+            xs[(size_t)m * K + k] = (int16_t)xi;
+        }
+        sx[m] = sxf;
+        x1[m] = (float)(l1 * (1.0 + 1e-6));
+        ex[m] = (float)(err * (1.0 + 1e-6) + 1e-30);
+    }
+    float lows[64 * 16];
+    const int nthreads = threads < 64 ? threads : 64;
+    for (int i = 0; i < nthreads * 16; i++) lows[i] = -INFINITY;
+    #pragma omp parallel num_threads(nthreads)
+    {
+        __m256 lmax[16];
+        for (int m = 0; m < 16; m++) lmax[m] = _mm256_set1_ps(-INFINITY);
+        #pragma omp for schedule(static)
+        for (int blk = 0; blk < N / 16; blk++) {
+            float tmax[16];
+            for (int m = 0; m < M; m++) tmax[m] = -INFINITY;
+            for (int half = 0; half < 2; half++) {
+                const int j0 = blk * 16 + half * 8;
+                const int8_t *wr = q + (size_t)j0 * K;
+                for (int l = 0; l < 8 * K; l += 64) _mm_prefetch((const char *)(wr + 16 * K + l), _MM_HINT_T0);
+                const __m256 sj = _mm256_loadu_ps(s + j0), aj = _mm256_loadu_ps(a + j0), cj = _mm256_loadu_ps(c + j0);
+                for (int m = 0; m < M; m++) {
+                    __m256i acc[8];
+                    for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_si256();
+                    const int16_t *xm = xs + (size_t)m * K;
+                    for (int k0 = 0; k0 < K; k0 += 16) {
+                        const __m256i xv = _mm256_load_si256((const __m256i *)(xm + k0));
+                        for (int r = 0; r < 8; r++) {
+                            __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wr + (size_t)r * K + k0)));
+                            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(w, xv));
+                        }
+                    }
+                    __m256i t0 = _mm256_hadd_epi32(acc[0], acc[1]), t1 = _mm256_hadd_epi32(acc[2], acc[3]);
+                    __m256i t2 = _mm256_hadd_epi32(acc[4], acc[5]), t3 = _mm256_hadd_epi32(acc[6], acc[7]);
+                    __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+                    __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                                                   _mm256_permute2x128_si256(u0, u1, 0x31));
+                    __m256 ssx = _mm256_mul_ps(sj, _mm256_set1_ps(sx[m]));
+                    __m256 av = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), ssx);
+                    __m256 b = _mm256_fmadd_ps(aj, _mm256_set1_ps(x1[m]), _mm256_fmadd_ps(cj, _mm256_set1_ps(ex[m]),
+                                               _mm256_mul_ps(ssx, _mm256_set1_ps(8.0f))));
+                    __m256 mag = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), av);
+                    b = _mm256_fmadd_ps(b, _mm256_set1_ps(1.0f + 0x1p-7f),
+                                        _mm256_fmadd_ps(mag, _mm256_set1_ps(0x1p-8f + 0x1p-16f), _mm256_set1_ps(1e-30f)));
+                    const __m256 up = _mm256_add_ps(av, b);
+                    _mm256_storeu_ps(y + (size_t)m * N + j0, up);
+                    lmax[m] = _mm256_max_ps(lmax[m], _mm256_sub_ps(av, b));
+                    float lanes[8];
+                    _mm256_storeu_ps(lanes, up);
+                    for (int i = 0; i < 8; i++) tmax[m] = lanes[i] > tmax[m] ? lanes[i] : tmax[m];
+                }
+            }
+            for (int m = 0; m < M; m++) top[(size_t)m * (N / 16) + blk] = tmax[m];
+        }
+        const int t = omp_get_thread_num();
+        for (int m = 0; m < M; m++) {
+            float lanes[8], best = -INFINITY;
+            _mm256_storeu_ps(lanes, lmax[m]);
+            for (int i = 0; i < 8; i++) best = lanes[i] > best ? lanes[i] : best;
+            lows[t * 16 + m] = best;
+        }
+    }
+    for (int m = 0; m < M; m++) {
+        float best = -INFINITY;
+        for (int t = 0; t < nthreads; t++) best = lows[t * 16 + m] > best ? lows[t * 16 + m] : best;
+        lower[m] = best;
+    }
+    free(xs);
+    return 0;
+}
+#endif
+
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
 /* ---- the same products on AMX tiles (Sapphire Rapids and later) ----
  * foretell_linear_amx: y = x w^T (+ b) for bf16 inputs with bf16 weights, stored (w) or decoded from GGUF blocks

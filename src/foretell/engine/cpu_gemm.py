@@ -259,6 +259,10 @@ class CpuGemm:
         if self._head_bounds is not None:
             self._head_bounds.restype = ctypes.c_int
             self._head_bounds.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 4
+        self._head_bounds_int8 = getattr(library, "foretell_head_bounds_int8", None)  # any AVX2 build
+        if self._head_bounds_int8 is not None:
+            self._head_bounds_int8.restype = ctypes.c_int
+            self._head_bounds_int8.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 4
         library.foretell_lanes.restype = ctypes.c_int
         self.lanes: int = library.foretell_lanes()  # fp32 lanes per vector in this build: 16 (AVX-512) or 8 (AVX2)
 
@@ -276,7 +280,7 @@ class CpuGemm:
     def without_amx(self) -> CpuGemm:
         """This kernel with its AMX routes off: bf16 rows on VDPBF16PS, as on a CPU without AMX."""
         other = copy.copy(self)
-        other._amx = other._attention_amx = other._head_bounds = None
+        other._amx = other._attention_amx = other._head_bounds = None  # the int8 head's AVX2 route stays
         return other
 
     @property
@@ -455,23 +459,31 @@ class ArgmaxHead:
     0.5B's head, the median row had 1 candidate, the largest 14.
 
     A one-token pass of the 0.5B reads its 272 MB head, a sixth of its time on the Sapphire Rapids VM; this reads
-    136 MB. Passes of more than :attr:`ROWS_MAX` rows (compute-bound: as many tile products either way) take the
+    136 MB. Two routes, by what the build has: AMX int8 tiles (the copy packed in tile order, bf16 inputs), else
+    VPMADDWD on AVX2 (the copy row by row, bf16 or fp32 inputs: exact mode in fp32 reads a bf16 copy of the head).
+    Passes of more than :attr:`rows_max` rows (16 on tiles, beyond which they are compute-bound: as many tile
+    products either way; 2 on AVX2, compute-bound from 4 rows on) take the
     exact head, as do passes with more than :attr:`CANDIDATES_MAX` candidates (a nearly flat distribution, e.g.
     after a context of random tokens: the bound is about one logit wide), and then the next 1, 2, 4 … 64 passes.
     """
 
-    ROWS_MAX = 16
+    ROWS_MAX = 16  # on AMX tiles; the AVX2 route, compute-bound from 4 rows on, takes passes of up to 2 rows
+    ROWS_MAX_AVX2 = 2
     CANDIDATES_MAX = 2048  # more candidates than this (a flat distribution): the exact head is cheaper
 
     def __init__(self, gemm: CpuGemm, weight: torch.Tensor, chunk_rows: int = 8192):
         n, k = weight.shape
         if not self.supports(gemm, weight):
-            raise ValueError("ArgmaxHead needs AMX int8 tiles and a bf16 head whose shape is a multiple of 16 x 64")
+            raise ValueError("ArgmaxHead needs a bf16 head whose shape is a multiple of 16 x 64 (AMX int8 tiles) or "
+                             "16 x 16 (AVX2)")
         self.gemm, self.shape = gemm, (n, k)
+        self.tiles = gemm._head_bounds is not None and k % 64 == 0
+        self.rows_max = self.ROWS_MAX if self.tiles else self.ROWS_MAX_AVX2
         scales = torch.empty(n, dtype=torch.float32)
         a = torch.empty(n, dtype=torch.float32)
         c = torch.empty(n, dtype=torch.float32)
-        packed = torch.empty(n // 16, k // 64, 16, 16, 4, dtype=torch.int8)
+        packed = torch.empty(n // 16, k // 64, 16, 16, 4, dtype=torch.int8) if self.tiles else \
+            torch.empty(n, k, dtype=torch.int8)
         sum_error = k * 2.0**-24 * 1.01  # the exact kernel's fp32 sums over k products, relative to sum |w x|
         for start in range(0, n, chunk_rows):
             w = weight[start : start + chunk_rows].float()  # bf16 values: exact
@@ -482,17 +494,22 @@ class ArgmaxHead:
             scales[start : start + len(w)] = scale
             a[start : start + len(w)] = ((scale.double() * (0.5 + 1e-5) + sum_error * peak.double()) * (1 + 1e-6)).float()
             c[start : start + len(w)] = (scale.double() * q.abs().sum(dim=1).double() * (1 + 1e-6)).float()
-            blocks = q.to(torch.int8).reshape(-1, 16, k // 64, 16, 4).permute(0, 2, 3, 1, 4)
-            packed[start // 16 : (start + len(w)) // 16] = blocks
+            if self.tiles:  # per 16 rows and 64 values: 16 quads of values x 16 rows x 4 bytes (B tiles)
+                blocks = q.to(torch.int8).reshape(-1, 16, k // 64, 16, 4).permute(0, 2, 3, 1, 4)
+                packed[start // 16 : (start + len(w)) // 16] = blocks
+            else:
+                packed[start : start + len(w)] = q.to(torch.int8)
         self.packed, self.scales, self.a, self.c = packed.contiguous(), scales, a, c
         self._backoff, self._skip = 1, 0  # after a pass with too many candidates, skip passes (doubling, to 64)
 
     @staticmethod
     def supports(gemm: CpuGemm | None, weight: torch.Tensor) -> bool:
         """Whether this build and ``weight`` (a bias-free head's) take the route."""
-        return (gemm is not None and gemm._head_bounds is not None and weight.dtype == torch.bfloat16
-                and weight.dim() == 2 and weight.shape[0] % 16 == 0 and weight.shape[1] % 64 == 0
-                and weight.shape[1] <= 4096)
+        if gemm is None or weight.dtype != torch.bfloat16 or weight.dim() != 2 or weight.shape[0] % 16:
+            return False
+        k = weight.shape[1]
+        return (gemm._head_bounds is not None and k % 64 == 0 and k <= 4096) or \
+            (gemm._head_bounds_int8 is not None and k % 16 == 0 and k <= 16384)
 
     @property
     def nbytes(self) -> int:
@@ -500,24 +517,27 @@ class ArgmaxHead:
 
     def logits(self, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor | None:
         """float32 [rows, N] whose argmax is ``gemm.logits(x, weight)``'s (``weight``: the head's bf16 weights, of
-        which this holds the int8 copy); None where this route does not take ``x`` (more than :attr:`ROWS_MAX`
+        which this holds the int8 copy); None where this route does not take ``x`` (more than :attr:`rows_max`
         rows, non-finite inputs, too many candidates): the caller then runs the exact head. ``out``: a float32
         buffer of at least rows x N values, as for :meth:`CpuGemm.logits`."""
         n, k = self.shape
         rows = x.reshape(-1, k)
         m = rows.shape[0]
-        if x.dtype != torch.bfloat16 or not 0 < m <= self.ROWS_MAX:
+        if x.dtype != (torch.bfloat16 if self.tiles else x.dtype) or x.dtype not in (torch.bfloat16, torch.float32) \
+                or not 0 < m <= self.rows_max:
             return None
         if self._skip:  # a flat distribution (a context of random tokens, say) leaves too many candidates: the
             self._skip -= 1  # bounds then only add to the exact head's time; try again after a few passes
             return None
         rows = rows.contiguous()
+        bounds_of = self.gemm._head_bounds if self.tiles else self.gemm._head_bounds_int8
+        inputs = rows if self.tiles else rows.float()
         result = (torch.empty(m * n, dtype=torch.float32) if out is None else out.reshape(-1)[: m * n]).view(m, n)
         lower = torch.empty(m, dtype=torch.float32)
         top = torch.empty(m, n // 16, dtype=torch.float32)  # the largest upper bound of each 16 columns
-        if self.gemm._head_bounds(rows.data_ptr(), self.packed.data_ptr(), self.scales.data_ptr(), self.a.data_ptr(),
-                                  self.c.data_ptr(), result.data_ptr(), top.data_ptr(), lower.data_ptr(), m, n, k,
-                                  torch.get_num_threads()) != 0:
+        if bounds_of(inputs.data_ptr(), self.packed.data_ptr(), self.scales.data_ptr(), self.a.data_ptr(),
+                     self.c.data_ptr(), result.data_ptr(), top.data_ptr(), lower.data_ptr(), m, n, k,
+                     torch.get_num_threads()) != 0:
             return None
         floor = lower.numpy()[:, None]
         blocks = np.flatnonzero((top.numpy() >= floor).any(axis=0))

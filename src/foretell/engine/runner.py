@@ -839,8 +839,10 @@ def exact_kernel_linears(model, argmax_head: bool = True) -> ExactRows | None:
     if gemm.reads_blocks or gemm.amx:
         SharedInputGroup.join(model, gemm)
     head = model.get_output_embeddings()
+    # without AMX, a bf16 head's short passes read its GGUF blocks where it has them (Q8_0: as few bytes)
+    reads_blocks = head.blocks is not None and gemm.reads_blocks and gemm.bf16dot and param.dtype == torch.bfloat16
     if (argmax_head and isinstance(head, ExactKernelLinear) and head.kernel_bias is None
-            and cpu_gemm.ArgmaxHead.supports(gemm, head.kernel_weight)):
+            and cpu_gemm.ArgmaxHead.supports(gemm, head.kernel_weight) and (gemm.amx or not reads_blocks)):
         head.argmax = cpu_gemm.ArgmaxHead(gemm, head.kernel_weight)
     return rows
 
