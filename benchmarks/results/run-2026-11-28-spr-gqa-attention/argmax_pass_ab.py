@@ -1,13 +1,19 @@
 """Whole passes of the 0.5B with the output head's int8 argmax copy against the exact head, alternating pass by pass
-in one process (median of 8 and the median paired ratio), then a real greedy request both ways (same tokens)."""
-import statistics, time, torch
+in one process (median of 8 and the median paired ratio), then a real greedy request both ways (same tokens).
+
+    .venv/bin/python argmax_pass_ab.py                                  # the default mode here (bf16, exact, AMX)
+    FORETELL_CPU_AMX=0 .venv/bin/python argmax_pass_ab.py exact         # bf16 exact mode without AMX
+    FORETELL_CPU_AMX=0 .venv/bin/python argmax_pass_ab.py exact fp32    # fp32 exact mode (the EPYC's mode)
+"""
+import statistics, sys, time, torch
 from foretell.config import EngineConfig, SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest
 from foretell.engine.llm_engine import LLMEngine
 from foretell.engine.cost import _timed_pass
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import Segment
-engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False))
+engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False, exact=True if "exact" in sys.argv else None,
+                                                dtype="float32" if "fp32" in sys.argv else "auto"))
 runner = engine.runner
 head = runner.model.get_output_embeddings()
 copy = head.argmax
