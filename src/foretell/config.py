@@ -169,8 +169,9 @@ class EngineConfig:
     # the bf16 copy only (MKL widens it per call: prefill ~6% slower, 1.4 GB less on the 0.5B); "packed" =
     # oneDNN packed only (one copy; exact mode's choice)
     cpu_linears: str = "dispatch"
-    # exact mode on AMX: the output head keeps an int8 copy (136 MB on the 0.5B) that bounds every logit, so passes
-    # whose requests need only the argmax (greedy, no logprobs) read half the head's bytes (cpu_gemm.ArgmaxHead)
+    # exact mode on a CPU: the output head keeps an int8 copy (132 MB on the 0.5B) that bounds every logit, so short
+    # passes whose requests need only the argmax (greedy, no logprobs) read half the head's bytes (on AMX int8 tiles,
+    # or AVX2 for 1-2 rows; cpu_gemm.ArgmaxHead)
     argmax_head: bool = True
 
     def __post_init__(self) -> None:

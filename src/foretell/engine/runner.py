@@ -828,7 +828,8 @@ def exact_kernel_linears(model, argmax_head: bool = True) -> ExactRows | None:
     :class:`ExactKernelLinear` sharing one :class:`ExactRows` (returned, for the runner to fill per pass).
     None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86).
     ``argmax_head``: where the build and the head take it, the head keeps an int8 copy for passes whose rows need
-    only their argmax (:class:`foretell.engine.cpu_gemm.ArgmaxHead`; a bias-free bf16 head on AMX)."""
+    only their argmax (:class:`foretell.engine.cpu_gemm.ArgmaxHead`: a bias-free head with a bf16 kernel weight,
+    on AMX int8 tiles or AVX2)."""
     param = next(model.parameters())
     gemm = cpu_gemm.load() if param.device.type == "cpu" else None
     if gemm is None:
@@ -840,7 +841,8 @@ def exact_kernel_linears(model, argmax_head: bool = True) -> ExactRows | None:
         SharedInputGroup.join(model, gemm)
     head = model.get_output_embeddings()
     # without AMX, a bf16 head's short passes read its GGUF blocks where it has them (Q8_0: as few bytes)
-    reads_blocks = head.blocks is not None and gemm.reads_blocks and gemm.bf16dot and param.dtype == torch.bfloat16
+    reads_blocks = (getattr(head, "blocks", None) is not None and gemm.reads_blocks and gemm.bf16dot
+                    and param.dtype == torch.bfloat16)
     if (argmax_head and isinstance(head, ExactKernelLinear) and head.kernel_bias is None
             and cpu_gemm.ArgmaxHead.supports(gemm, head.kernel_weight) and (gemm.amx or not reads_blocks)):
         head.argmax = cpu_gemm.ArgmaxHead(gemm, head.kernel_weight)
