@@ -1362,16 +1362,17 @@ static void amx_int8_config(int rows) { /* C tiles 0-1 and A tiles 3-4 of ``rows
 int foretell_head_bounds_amx(const bf16 *x, const int8_t *qp, const float *s, const float *a, const float *c,
                              float *y, float *top, float *lower, int M, int N, int K, int threads) {
     if (K % 64 || N % 16 || M <= 0 || M > 16) return -1;
-    const int KB = K / 64, blocks = N / 16;
-    int8_t hi[16 * 4096] __attribute__((aligned(64)));
-    uint8_t lo[16 * 4096] __attribute__((aligned(64)));
     if (K > 4096) return -1;
+    const int KB = K / 64, blocks = N / 16;
+    int8_t *hi = aligned_alloc(64, (size_t)2 * 16 * K); /* the input rows' high bytes, then their low bytes */
+    if (!hi) return -1;
+    uint8_t *lo = (uint8_t *)hi + (size_t)16 * K;
     float sx[16], x1[16], ex[16];
     for (int m = 0; m < M; m++) {
         double mx = 0.0, l1 = 0.0, err = 0.0;
         for (int k = 0; k < K; k++) {
             double v = widen1(x[(size_t)m * K + k]);
-            if (!(fabs(v) <= 3.0e38)) return -2; /* inf or NaN: the caller takes the exact head */
+            if (!(fabs(v) <= 3.0e38)) { free(hi); return -2; } /* inf or NaN: the caller takes the exact head */
             mx = fabs(v) > mx ? fabs(v) : mx;
             l1 += fabs(v);
         }
@@ -1442,6 +1443,7 @@ int foretell_head_bounds_amx(const bf16 *x, const int8_t *qp, const float *s, co
         for (int t = 0; t < nthreads; t++) best = lows[t * 16 + m] > best ? lows[t * 16 + m] : best;
         lower[m] = best;
     }
+    free(hi);
     return 0;
 }
 #endif
