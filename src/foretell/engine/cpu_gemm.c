@@ -900,6 +900,45 @@ void foretell_attention_bf16dot_rows(const bf16 *q, const bf16 *k, const bf16 *v
 }
 #endif
 
+/* ---- shared by the head-bounds kernels below ----
+ * head_rows_int16: each of M input rows (bf16 xb or float32 xf, whichever is given; K values) scaled to int16 values
+ * xi within +-range: sx = max|x| / range (a float), xi = x / sx rounded and clamped; x1 = |x|_1 and ex = max |x -
+ * sx xi|, both computed in double and rounded up. -2 where a value is inf or NaN (the caller takes the exact head). */
+static int head_rows_int16(const bf16 *xb, const float *xf, int M, int K, long range, int16_t *xi, float *sx,
+                           float *x1, float *ex) {
+    for (int m = 0; m < M; m++) {
+        double mx = 0.0, l1 = 0.0, err = 0.0;
+        for (int k = 0; k < K; k++) {
+            double v = xb ? widen1(xb[(size_t)m * K + k]) : xf[(size_t)m * K + k];
+            if (!(fabs(v) <= 3.0e38)) return -2;
+            mx = fabs(v) > mx ? fabs(v) : mx;
+            l1 += fabs(v);
+        }
+        const float sxf = mx > 0.0 ? (float)(mx / (double)range) : 1.0f; /* err is exact for this float scale */
+        for (int k = 0; k < K; k++) {
+            double v = xb ? widen1(xb[(size_t)m * K + k]) : xf[(size_t)m * K + k];
+            long q = lrint(v / (double)sxf);
+            q = q > range ? range : q < -range ? -range : q;
+            double d = fabs(v - (double)sxf * (double)q);
+            err = d > err ? d : err;
+            xi[(size_t)m * K + k] = (int16_t)q;
+        }
+        sx[m] = sxf;
+        x1[m] = (float)(l1 * (1.0 + 1e-6));
+        ex[m] = (float)(err * (1.0 + 1e-6) + 1e-30);
+    }
+    return 0;
+}
+
+/* lower[m] = the largest of the threads' lower bounds for row m (lows: 16 per thread) */
+static void head_lower_bounds(const float *lows, int nthreads, int M, float *lower) {
+    for (int m = 0; m < M; m++) {
+        float best = -INFINITY;
+        for (int t = 0; t < nthreads; t++) best = lows[t * 16 + m] > best ? lows[t * 16 + m] : best;
+        lower[m] = best;
+    }
+}
+
 #if defined(__AVX2__)
 /* ---- bounds on an output head's logits without AMX (see foretell_head_bounds_amx for what they promise) ----
  * foretell_head_bounds_int8: x float32 rows (M <= 16; bf16 inputs widened, exactly), q the int8 copy row-major
@@ -914,27 +953,7 @@ int foretell_head_bounds_int8(const float *x, const int8_t *q, const float *s, c
     int16_t *xs = aligned_alloc(64, (size_t)16 * K * sizeof(int16_t));
     if (!xs) return -1;
     float sx[16], x1[16], ex[16];
-    for (int m = 0; m < M; m++) {
-        double mx = 0.0, l1 = 0.0, err = 0.0;
-        for (int k = 0; k < K; k++) {
-            double v = x[(size_t)m * K + k];
-            if (!(fabs(v) <= 3.0e38)) { free(xs); return -2; } /* inf or NaN: the caller takes the exact head */
-            mx = fabs(v) > mx ? fabs(v) : mx;
-            l1 += fabs(v);
-        }
-        const float sxf = mx > 0.0 ? (float)(mx / (double)range) : 1.0f;
-        for (int k = 0; k < K; k++) {
-            double v = x[(size_t)m * K + k];
-            long xi = lrint(v / (double)sxf);
-            xi = xi > range ? range : xi < -range ? -range : xi;
-            double d = fabs(v - (double)sxf * (double)xi);
-            err = d > err ? d : err;
-            xs[(size_t)m * K + k] = (int16_t)xi;
-        }
-        sx[m] = sxf;
-        x1[m] = (float)(l1 * (1.0 + 1e-6));
-        ex[m] = (float)(err * (1.0 + 1e-6) + 1e-30);
-    }
+    if (head_rows_int16(NULL, x, M, K, range, xs, sx, x1, ex)) { free(xs); return -2; }
     float lows[64 * 16];
     const int nthreads = threads < 64 ? threads : 64;
     for (int i = 0; i < nthreads * 16; i++) lows[i] = -INFINITY;
@@ -992,11 +1011,7 @@ int foretell_head_bounds_int8(const float *x, const int8_t *q, const float *s, c
             lows[t * 16 + m] = best;
         }
     }
-    for (int m = 0; m < M; m++) {
-        float best = -INFINITY;
-        for (int t = 0; t < nthreads; t++) best = lows[t * 16 + m] > best ? lows[t * 16 + m] : best;
-        lower[m] = best;
-    }
+    head_lower_bounds(lows, nthreads, M, lower);
     free(xs);
     return 0;
 }
@@ -1364,32 +1379,15 @@ int foretell_head_bounds_amx(const bf16 *x, const int8_t *qp, const float *s, co
     if (K % 64 || N % 16 || M <= 0 || M > 16) return -1;
     if (K > 4096) return -1;
     const int KB = K / 64, blocks = N / 16;
-    int8_t *hi = aligned_alloc(64, (size_t)2 * 16 * K); /* the input rows' high bytes, then their low bytes */
-    if (!hi) return -1;
+    int16_t *xi = aligned_alloc(64, (size_t)4 * 16 * K); /* the rows' int16 values, then their high and low bytes */
+    if (!xi) return -1;
+    int8_t *hi = (int8_t *)(xi + (size_t)16 * K);
     uint8_t *lo = (uint8_t *)hi + (size_t)16 * K;
     float sx[16], x1[16], ex[16];
-    for (int m = 0; m < M; m++) {
-        double mx = 0.0, l1 = 0.0, err = 0.0;
-        for (int k = 0; k < K; k++) {
-            double v = widen1(x[(size_t)m * K + k]);
-            if (!(fabs(v) <= 3.0e38)) { free(hi); return -2; } /* inf or NaN: the caller takes the exact head */
-            mx = fabs(v) > mx ? fabs(v) : mx;
-            l1 += fabs(v);
-        }
-        const float sxf = mx > 0.0 ? (float)(mx / 32767.0) : 1.0f; /* xi = x / sx rounded, clamped: err is exact */
-        const double scale = sxf;
-        for (int k = 0; k < K; k++) {
-            double v = widen1(x[(size_t)m * K + k]);
-            long xi = lrint(v / scale);
-            xi = xi > 32767 ? 32767 : xi < -32767 ? -32767 : xi;
-            double d = fabs(v - scale * (double)xi);
-            err = d > err ? d : err;
-            hi[m * K + k] = (int8_t)(xi >> 8);   /* xi = 256 hi + lo, hi in [-128, 127], lo in [0, 255] */
-            lo[m * K + k] = (uint8_t)(xi & 255);
-        }
-        sx[m] = sxf;
-        x1[m] = (float)(l1 * (1.0 + 1e-6));
-        ex[m] = (float)(err * (1.0 + 1e-6) + 1e-30);
+    if (head_rows_int16(x, NULL, M, K, 32767, xi, sx, x1, ex)) { free(xi); return -2; }
+    for (size_t i = 0; i < (size_t)M * K; i++) { /* xi = 256 hi + lo, hi in [-128, 127], lo in [0, 255] */
+        hi[i] = (int8_t)(xi[i] >> 8);
+        lo[i] = (uint8_t)(xi[i] & 255);
     }
     float lows[64 * 16];
     int nthreads = threads < 64 ? threads : 64;
@@ -1438,12 +1436,8 @@ int foretell_head_bounds_amx(const bf16 *x, const int8_t *qp, const float *s, co
         int t = omp_get_thread_num();
         for (int m = 0; m < M; m++) lows[t * 16 + m] = _mm512_reduce_max_ps(lmax[m]);
     }
-    for (int m = 0; m < M; m++) {
-        float best = -INFINITY;
-        for (int t = 0; t < nthreads; t++) best = lows[t * 16 + m] > best ? lows[t * 16 + m] : best;
-        lower[m] = best;
-    }
-    free(hi);
+    head_lower_bounds(lows, nthreads, M, lower);
+    free(xi);
     return 0;
 }
 #endif
