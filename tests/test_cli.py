@@ -55,6 +55,9 @@ def test_serve_options_map_to_engine_config():
     assert (args.host, args.port, args.api_key) == ("127.0.0.1", 8000, None)
     assert cfg.prefix_cache is True
     assert cli._engine_config(cli.build_parser().parse_args(["serve", "--no-prefix-cache"])).prefix_cache is False
+    assert (cfg.argmax_head, cfg.layer_glue) == (True, True)
+    off = cli._engine_config(cli.build_parser().parse_args(["serve", "--no-argmax-head", "--no-layer-glue"]))
+    assert (off.argmax_head, off.layer_glue) == (False, False)
 
 
 def test_exact_mode_is_the_engines_choice_unless_asked_either_way(capsys):

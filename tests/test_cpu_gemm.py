@@ -464,3 +464,71 @@ def _assert_bounded(got: torch.Tensor, exact: torch.Tensor) -> None:
     assert same[exact == top].all()
     assert (got[~same] > exact[~same]).all() and (got[~same] < top[~same]).all()
     assert torch.equal(got.argmax(dim=-1), exact.argmax(dim=-1))
+
+
+def _bf16_steps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """How many bf16 values apart a and b are (same signs assumed: int16 bit patterns)."""
+    return (a.view(torch.int16).int() - b.view(torch.int16).int()).abs()
+
+
+@pytest.mark.parametrize("m,k", [(1, 896), (37, 896), (5, 1000), (3, 17)])
+def test_rmsnorm_rounds_as_torchs_bf16_module_and_keeps_rows_apart(gemm, m, k):
+    """The layer glue's RMSNorm (Qwen2RMSNorm's formula on bf16 rows, with the residual addition before it): the sum
+    is torch's bf16 addition to the bit; the normalised rows agree with torch's module but for the last bit of a few
+    values (the kernel's own sum of squares); a row has the same bits alone and among others."""
+    if not gemm.glue:
+        pytest.skip("this build has no layer glue (it needs AVX-512 BW/VL)")
+    gen = torch.Generator().manual_seed(m * k)
+    h = (torch.randn(m, k, generator=gen) * 3).bfloat16()
+    delta = torch.randn(m, k, generator=gen).bfloat16()
+    weight = (torch.rand(k, generator=gen) + 0.5).bfloat16()
+    total, y = gemm.rmsnorm(h, weight, 1e-6, residual=delta)
+    assert torch.equal(total, h + delta)
+    x = total.float()
+    reference = weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)).bfloat16()
+    steps = _bf16_steps(y, reference)
+    assert int(steps.max()) <= 1 and int((steps > 0).sum()) <= max(1, y.numel() // 1000)
+    assert torch.equal(gemm.rmsnorm(total, weight, 1e-6)[1], y)
+    for i in range(m):
+        assert torch.equal(gemm.rmsnorm(h[i : i + 1], weight, 1e-6, residual=delta[i : i + 1])[1], y[i : i + 1])
+
+
+@pytest.mark.parametrize("m,n", [(1, 4864), (130, 4864), (3, 37)])
+def test_silu_mul_rounds_as_torchs_bf16_ops_on_a_joined_result_read_in_place(gemm, m, n):
+    """The layer glue's SiLU(gate) * up on the halves of one [m, 2n] result (views, read in place): torch's values
+    but for the last bit of a few (the kernel's own exponential), rows independent; very negative gates give -0."""
+    if not gemm.glue:
+        pytest.skip("this build has no layer glue (it needs AVX-512 BW/VL)")
+    gen = torch.Generator().manual_seed(m + n)
+    joined = (torch.randn(1, m, 2 * n, generator=gen) * 4).bfloat16()
+    gate, up = joined.split(n, dim=-1)
+    y = gemm.silu_mul(gate, up)
+    assert y.shape == (1, m, n)
+    steps = _bf16_steps(y, torch.nn.functional.silu(gate) * up)
+    assert int(steps.max()) <= 1 and int((steps > 0).sum()) <= max(1, y.numel() // 1000)
+    assert torch.equal(gemm.silu_mul(gate.contiguous(), up.contiguous()), y)
+    for i in range(m):
+        assert torch.equal(gemm.silu_mul(gate[:, i : i + 1], up[:, i : i + 1]), y[:, i : i + 1])
+    far = torch.tensor([-1000.0, -100.0, -89.0, 0.0, 100.0]).bfloat16()
+    assert gemm.silu_mul(far, torch.ones_like(far)).tolist() == [0.0, 0.0, 0.0, 0.0, 100.0]
+    with pytest.raises(TypeError):
+        gemm.silu_mul(gate.float(), up.float())
+
+
+@pytest.mark.parametrize("heads,rows,dim", [(14, 1, 64), (2, 37, 64), (3, 5, 128), (2, 3, 40)])
+def test_rope_gives_transformers_rotary_embedding_to_the_bit_from_a_projections_view(gemm, heads, rows, dim):
+    """The layer glue's rotary embedding on a [1, heads, rows, D] view of a projection's output (rows of a joined
+    q/k/v result: strides of a transpose), with bf16 cos/sin: transformers' apply_rotary_pos_emb in bf16, every bit."""
+    from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
+
+    if not gemm.glue:
+        pytest.skip("this build has no layer glue (it needs AVX-512 BW/VL)")
+    gen = torch.Generator().manual_seed(heads * rows + dim)
+    joined = (torch.randn(1, rows, (heads + 3) * dim, generator=gen) * 5).bfloat16()
+    q = joined[..., dim : (heads + 1) * dim].view(1, rows, heads, dim).transpose(1, 2)
+    angles = torch.randn(1, rows, dim, generator=gen) * 3
+    cos, sin = angles.cos().bfloat16(), angles.sin().bfloat16()
+    expected, _ = apply_rotary_pos_emb(q, q, cos, sin)
+    got = gemm.rope(q, cos, sin)
+    assert got.is_contiguous() and torch.equal(got, expected)
+    assert torch.equal(gemm.rope(q[:, :, -1:], cos[:, -1:], sin[:, -1:]), expected[:, :, -1:])

@@ -617,3 +617,38 @@ def test_greedy_passes_take_the_argmax_head_and_keep_the_exact_heads_tokens(rout
     assert len(outputs[1][2][1]) == 12 and outputs[0][2] == outputs[1][2]
     assert all(ok == (rows <= head.argmax.rows_max) for rows, ok in served)  # longer passes: the exact head
     assert sum(ok for _, ok in served) > 50
+
+
+def test_bf16_exact_mode_glues_norms_and_mlps_on_the_kernel_and_keeps_the_tokens(monkeypatch):
+    """bf16 exact mode on the kernel runs the RMSNorms and the SiLU MLPs on it (GlueRMSNorm, GlueMLP; the lean loop
+    adds each residual in the next norm's pass): the loop still gives transformers' forward's logits to the bit (else
+    ModelRunner would not take it), the glue serves every pass, greedy outputs with predictions, batched, equal plain
+    decoding's, and a peer's model.generate on the same model (library mode) runs the modules the glue replaced."""
+    from foretell.engine.runner import GlueMLP, GlueRMSNorm
+
+    gemm = cpu_gemm.load()
+    if gemm is None or not gemm.glue:
+        pytest.skip("foretell's CPU kernel has no layer glue here (it needs AVX-512 BW/VL)")
+    runner = ModelRunner(bf16_model(), exact=True)
+    glued = [m for m in runner.model.modules() if isinstance(m, (GlueRMSNorm, GlueMLP))]
+    assert len(glued) == 2 * 2 + 1 + 2 and runner.lean  # 2 layers: two norms and an MLP each, the final norm
+    assert not any(isinstance(m, (GlueRMSNorm, GlueMLP))
+                   for m in ModelRunner(bf16_model(), exact=True, layer_glue=False).model.modules())
+    calls = []
+    for name in ("rmsnorm", "silu_mul", "rope"):
+        original = getattr(cpu_gemm.CpuGemm, name)
+        monkeypatch.setattr(cpu_gemm.CpuGemm, name,
+                            lambda self, *a, _name=name, _f=original, **k: calls.append(_name) or _f(self, *a, **k))
+    engine = make_engine(runner, make_tiny_tokenizer())
+    rng = random.Random(11)
+    prompts = [[rng.randrange(runner.vocab_size) for _ in range(n)] for n in (7, 33, 70)]
+    plain = [run(engine, [r := request(p, 40, method="none")])[r.request_id] for p in prompts]
+    assert calls.count("silu_mul") >= 2 * 40 and "rmsnorm" in calls and calls.count("rope") >= 2 * 2 * 39
+    reqs = [request(p, 40, prediction=out[:15] + [1, 2] + out[17:]) for p, out in zip(prompts, plain)]
+    reqs += [request(p, 40, prediction=out) for p, out in zip(prompts, plain)]
+    got = run(engine, reqs)
+    assert [got[r.request_id] for r in reqs] == plain + plain
+    calls.clear()
+    with runner.library_linears():
+        runner.model.generate(torch.tensor([prompts[0]]), max_new_tokens=3, do_sample=False)
+    assert calls == []

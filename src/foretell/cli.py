@@ -38,6 +38,11 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    help="exact mode on a CPU: do not keep the output head's int8 copy (132 MB on the 0.5B) from which "
                    "passes of greedy requests without logprobs take their argmax, computing exactly only the logits "
                    "that can be the largest (the same tokens; plain decoding ~0.87x the time on AMX)")
+    g.add_argument("--no-layer-glue", dest="layer_glue", action="store_false", default=True,
+                   help="exact mode on a bf16 CPU with AVX-512: run the RMSNorms, SiLU MLP activations and rotary "
+                   "embeddings as torch's modules do instead of foretell's kernel (which fuses each into one call and "
+                   "each residual addition into the next norm: one-token passes ~0.9x the time; a few values may "
+                   "differ in the last bit, so a near-tie may decode differently than with the flag)")
     g.add_argument("--cpu-linears", default="dispatch", choices=["dispatch", "lean", "packed"],
                    help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or foretell's small-pass "
                    "GEMM (oneDNN packed weights where it cannot be built), whichever start-up measured faster for "
@@ -51,7 +56,7 @@ def _engine_config(args: argparse.Namespace, **overrides):
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len,
                   exact=getattr(args, "exact", None), cpu_linears=getattr(args, "cpu_linears", "dispatch"),
-                  argmax_head=getattr(args, "argmax_head", True))
+                  argmax_head=getattr(args, "argmax_head", True), layer_glue=getattr(args, "layer_glue", True))
     for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k",
                  "prefix_cache"):
         value = getattr(args, name, None)

@@ -1443,3 +1443,103 @@ int foretell_head_bounds_amx(const bf16 *x, const int8_t *qp, const float *s, co
 #endif
 
 #endif
+
+/* ---- a decoder layer's elementwise steps on bf16 rows: RMSNorm (with the residual add before it) and SiLU(gate) *
+ * up. Each row is computed by one thread in one fixed sequence of instructions, whatever M: a row's bits do not
+ * depend on the other rows. Every intermediate that torch's bf16 modules round to bf16 is rounded here too (the
+ * residual sum, the normalised row, the SiLU); the sums of squares and the exponential are this file's own, so
+ * results may differ from torch's modules in the last bit of a few values (cpu_gemm.py: LayerGlue). ---- */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+static inline __m512 round_bf16_v(__m512 f) { /* each lane to the nearest bf16, ties to even, as an fp32; NaN kept */
+    const __m512i u = _mm512_castps_si512(f);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)),
+                                       _mm512_set1_epi32((int)0xffff0000u));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_castsi512_ps(r), f);
+}
+static inline __m256i top_halves(__m512 f) { return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16)); }
+static inline __m512 bload_m(const bf16 *p, __mmask16 k) { return widen(_mm256_maskz_loadu_epi16(k, p)); }
+static inline void bstore_m(bf16 *p, __m512 f, __mmask16 k) { _mm256_mask_storeu_epi16(p, k, top_halves(f)); }
+static inline __mmask16 lanes_left(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
+/* y = bf16(w * bf16(h / sqrt(mean(h^2) + eps))) per row of K values; h = x, or bf16(x + r) (then written to h_out,
+ * which may be x) where r is given */
+void foretell_rmsnorm_bf16(const bf16 *x, const bf16 *r, bf16 *h_out, const bf16 *w, float eps, bf16 *y, int M,
+                           int K) {
+    #pragma omp parallel for schedule(static) if (M > 1)
+    for (int m = 0; m < M; m++) {
+        const bf16 *xm = x + (size_t)m * K;
+        const bf16 *hm = xm;
+        __m512 acc = _mm512_setzero_ps();
+        if (r != NULL) {
+            const bf16 *rm = r + (size_t)m * K;
+            bf16 *om = h_out + (size_t)m * K;
+            for (int k = 0; k < K; k += 16) {
+                const __mmask16 in = lanes_left(K - k);
+                const __m512 h = round_bf16_v(_mm512_add_ps(bload_m(xm + k, in), bload_m(rm + k, in)));
+                bstore_m(om + k, h, in);
+                acc = _mm512_fmadd_ps(h, h, acc);
+            }
+            hm = om;
+        } else {
+            for (int k = 0; k < K; k += 16) {
+                const __m512 h = bload_m(xm + k, lanes_left(K - k));
+                acc = _mm512_fmadd_ps(h, h, acc);
+            }
+        }
+        const __m512 inv = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(acc) / (float)K + eps));
+        bf16 *ym = y + (size_t)m * K;
+        for (int k = 0; k < K; k += 16) {
+            const __mmask16 in = lanes_left(K - k);
+            const __m512 t = round_bf16_v(_mm512_mul_ps(bload_m(hm + k, in), inv));
+            bstore_m(ym + k, round_bf16_v(_mm512_mul_ps(bload_m(w + k, in), t)), in);
+        }
+    }
+}
+
+/* out[h, r, :] = the rotary embedding of x's row r, head h (at x + r ldr + h ldh, D values) with cos[r], sin[r] (bf16
+ * [R, D]): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin) by halves, each product and each sum rounded to bf16, as
+ * transformers' apply_rotary_pos_emb computes it in bf16 (x cos + rotate_half(x) sin): the same bits. out is [H, R, D]. */
+void foretell_rope_bf16(const bf16 *x, long ldr, long ldh, const bf16 *cos, const bf16 *sin, bf16 *out, int H, int R,
+                        int D) {
+    const int half = D / 2;
+    #pragma omp parallel for collapse(2) schedule(static) if ((long)H * R * D >= 65536)
+    for (int h = 0; h < H; h++) {
+        for (int r = 0; r < R; r++) {
+            const bf16 *xr = x + r * ldr + h * ldh, *c = cos + (size_t)r * D, *s = sin + (size_t)r * D;
+            bf16 *o = out + ((size_t)h * R + r) * D;
+            for (int i = 0; i < half; i += 16) {
+                const __mmask16 in = lanes_left(half - i);
+                const __m512 a = bload_m(xr + i, in), b = bload_m(xr + half + i, in);
+                const __m512 lo = _mm512_sub_ps(round_bf16_v(_mm512_mul_ps(a, bload_m(c + i, in))),
+                                                round_bf16_v(_mm512_mul_ps(b, bload_m(s + i, in))));
+                const __m512 hi = _mm512_add_ps(round_bf16_v(_mm512_mul_ps(b, bload_m(c + half + i, in))),
+                                                round_bf16_v(_mm512_mul_ps(a, bload_m(s + half + i, in))));
+                bstore_m(o + i, round_bf16_v(lo), in);
+                bstore_m(o + half + i, round_bf16_v(hi), in);
+            }
+        }
+    }
+}
+
+/* y[m, n] = bf16(bf16(silu(g[m, n])) * u[m, n]) for n < N, rows ld values apart in g and u, N apart in y; silu(g) =
+ * g / (1 + e^-g), computed as g / (1 + t) or g t / (1 + t) with t = e^-|g| (no overflow) */
+void foretell_silu_mul_bf16(const bf16 *g, const bf16 *u, int ld, bf16 *y, int M, int N) {
+    #pragma omp parallel for schedule(static) if ((size_t)M * N >= 65536)
+    for (int m = 0; m < M; m++) {
+        const bf16 *gm = g + (size_t)m * ld, *um = u + (size_t)m * ld;
+        bf16 *ym = y + (size_t)m * N;
+        for (int n = 0; n < N; n += 16) {
+            const __mmask16 in = lanes_left(N - n);
+            const __m512 gv = bload_m(gm + n, in);
+            const __m512 t = vexp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(gv)));
+            __m512 num = _mm512_mask_mul_ps(gv, _mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_LT_OQ), gv, t);
+            /* below -87 (where vexp clamps) torch's SiLU is below 1e-36 in size, -0 from -88.7: -0 here */
+            num = _mm512_mask_mul_ps(num, _mm512_cmp_ps_mask(gv, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), gv,
+                                     _mm512_setzero_ps());
+            const __m512 s = round_bf16_v(_mm512_div_ps(num, _mm512_add_ps(t, _mm512_set1_ps(1.0f))));
+            bstore_m(ym + n, round_bf16_v(_mm512_mul_ps(s, bload_m(um + n, in))), in);
+        }
+    }
+}
+#endif

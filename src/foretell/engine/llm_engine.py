@@ -88,7 +88,7 @@ class LLMEngine:
         runner, drafter = None, None
         if exact:  # the runner sets up its own linear layers
             try:
-                runner = ModelRunner(model, exact=True, argmax_head=config.argmax_head)
+                runner = ModelRunner(model, exact=True, argmax_head=config.argmax_head, layer_glue=config.layer_glue)
             except ExactModeUnavailable as exc:
                 if config.exact:
                     raise

@@ -596,6 +596,7 @@ class ExactRows:
     library: bool = False  # every row on the library GEMM (a peer's model.generate on the same model object)
     reuse_logits: bool = False  # this pass's caller takes its logits before the next pass (the head's buffer)
     argmax_only: bool = False  # every segment's caller reads only its rows' argmax (an ArgmaxHead may serve them)
+    glue: bool = True  # GlueRMSNorm and GlueMLP run on the kernel (False: the modules they replaced, for A/Bs)
 
     def fill(self, segments: list[Segment], reuse_logits: bool = False) -> None:
         """Split the pass of ``segments``: each one's rows before those that need logits are a prompt chunk."""
@@ -1021,6 +1022,86 @@ def check_row_invariance(model, rows: int = 37, seed: int = 0, layers: Sequence[
 
 
 LEAN_MODEL_TYPES = frozenset({"qwen2", "llama"})  # decoder layers LeanDecoder runs as transformers does
+GLUE_NORMS = frozenset({"Qwen2RMSNorm", "LlamaRMSNorm"})  # weight * (x / rms(x)), rounded as :class:`GlueRMSNorm` does
+
+
+class GlueRMSNorm(torch.nn.Module):
+    """Exact mode's RMSNorm on bf16 rows, on foretell's kernel (:meth:`CpuGemm.rmsnorm`): in a pass of 128 rows
+    torch's module ran 10 elementwise ops (conversions, square, mean, rsqrt, two products), about 4 ms of the 0.5B's
+    200 ms pass on a 2-core Sapphire Rapids VM. Every row alone, so rows keep their bits in any pass; the values may
+    differ from torch's module in the last bit of a few (its own sum of squares). :meth:`add` also takes the
+    residual addition before it (the bits of torch's bf16 addition). Other inputs, and a peer's ``model.generate``
+    on the same model (``ExactRows.library``), run the replaced class's forward. Same parameter names."""
+
+    def __init__(self, norm: torch.nn.Module, gemm: CpuGemm, rows: ExactRows):
+        super().__init__()
+        self.weight, self.variance_epsilon = norm.weight, norm.variance_epsilon
+        self.gemm, self.rows, self._module_forward = gemm, rows, type(norm).forward
+
+    def _takes(self, h: torch.Tensor) -> bool:
+        return h.dtype == torch.bfloat16 and self.rows.glue and not self.rows.library and h.device.type == "cpu"
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if not self._takes(h):
+            return self._module_forward(self, h)
+        return self.gemm.rmsnorm(h, self.weight, float(self.variance_epsilon))[1]
+
+    def add(self, h: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(h + delta, self(h + delta))`` in one pass over the rows."""
+        if not (self._takes(h) and delta.dtype == torch.bfloat16 and delta.shape == h.shape):
+            h = h + delta
+            return h, self(h)
+        return self.gemm.rmsnorm(h, self.weight, float(self.variance_epsilon), residual=delta)
+
+
+class GlueMLP(torch.nn.Module):
+    """Exact mode's gated MLP with SiLU (``down(silu(gate(x)) * up(x))``) whose activation runs on foretell's kernel
+    (:meth:`CpuGemm.silu_mul`, reading the halves of a joined gate/up result in place): torch's bf16 SiLU and product
+    took 12.6 ms of the 0.5B's 128-row pass on a 2-core Sapphire Rapids VM. Rounded where torch rounds; the
+    exponential is the kernel's own, so a few values may differ from torch's in the last bit. Rows stay
+    independent. A peer's ``model.generate`` (``ExactRows.library``) runs the replaced class's forward. Same
+    submodules."""
+
+    def __init__(self, mlp: torch.nn.Module, gemm: CpuGemm, rows: ExactRows):
+        super().__init__()
+        self.gate_proj, self.up_proj, self.down_proj, self.act_fn = mlp.gate_proj, mlp.up_proj, mlp.down_proj, mlp.act_fn
+        self.gemm, self.rows, self._module_forward = gemm, rows, type(mlp).forward
+
+    def activation(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        if gate.dtype == torch.bfloat16 == up.dtype and self.rows.glue and not self.rows.library \
+                and gate.device.type == "cpu":
+            return self.gemm.silu_mul(gate, up)
+        return self.act_fn(gate) * up
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.rows.library:
+            return self._module_forward(self, x)
+        return self.down_proj(self.activation(self.gate_proj(x), self.up_proj(x)))
+
+
+def _is_silu(act) -> bool:
+    """torch's SiLU module or transformers' (``ACT2FN["silu"]``, whose forward is ``F.silu``)."""
+    return isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation"
+
+
+def glue_layers(model, gemm: CpuGemm, rows: ExactRows) -> int:
+    """Put :class:`GlueRMSNorm` and :class:`GlueMLP` in place of a bf16 Qwen2/Llama model's RMSNorms and SiLU MLPs
+    where the kernel has them (AVX-512 builds); returns how many modules were replaced."""
+    if not gemm.glue or next(model.parameters()).dtype != torch.bfloat16 \
+            or getattr(model.config, "model_type", None) not in LEAN_MODEL_TYPES:
+        return 0
+    made = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child).__name__ in GLUE_NORMS and getattr(child, "weight", None) is not None \
+                    and child.weight.dtype == torch.bfloat16 and hasattr(child, "variance_epsilon"):
+                setattr(parent, name, GlueRMSNorm(child, gemm, rows))
+                made += 1
+            elif (all(hasattr(child, n) for n in ("gate_proj", "up_proj", "down_proj"))
+                  and _is_silu(getattr(child, "act_fn", None)) and type(child).__name__.endswith("MLP")):
+                setattr(parent, name, GlueMLP(child, gemm, rows))
+                made += 1
+    return made
 
 
 class LeanDecoder:
@@ -1045,6 +1126,8 @@ class LeanDecoder:
         head = model.get_output_embeddings()
         self.head = head.head_logits if isinstance(head, ExactKernelLinear) else head
         self.rotate = sys.modules[type(self.layers[0].self_attn).__module__].apply_rotary_pos_emb
+        norm = self.layers[0].input_layernorm  # exact mode's glue: the rotary embedding on the kernel too
+        self.glue = (norm.gemm, norm.rows) if isinstance(norm, GlueRMSNorm) else None
         self.steps = [self._layer_step(layer) for layer in self.layers]
 
     @staticmethod
@@ -1052,9 +1135,10 @@ class LeanDecoder:
         """What one decoder layer's loop body calls, looked up once (an AttributeError: not this layout)."""
         attn, mlp = layer.self_attn, layer.mlp
         rows = lambda m: m.kernel if isinstance(m, ExactKernelLinear) else m  # noqa: E731 (exact mode: kernel rows)
+        act = mlp.activation if isinstance(mlp, GlueMLP) else (lambda gate, up, act_fn=mlp.act_fn: act_fn(gate) * up)
         return (layer.input_layernorm, rows(attn.q_proj), rows(attn.k_proj), rows(attn.v_proj), attn,
                 attn.head_dim, attn.scaling, getattr(attn, "sliding_window", None), rows(attn.o_proj),
-                layer.post_attention_layernorm, rows(mlp.gate_proj), rows(mlp.up_proj), mlp.act_fn,
+                layer.post_attention_layernorm, rows(mlp.gate_proj), rows(mlp.up_proj), act,
                 rows(mlp.down_proj))
 
     @classmethod
@@ -1072,20 +1156,40 @@ class LeanDecoder:
         h = self.embed(ids)
         cos, sin = self.rotary(h, positions)
         rows = ids.shape[1]
+        delta = None  # what the last block adds to h, added by the next norm (with exact mode's glue, in its pass)
         for (norm1, q_proj, k_proj, v_proj, attn, head_dim, scaling, window, o_proj, norm2, gate_proj, up_proj,
              act, down_proj) in self.steps:
-            x = norm1(h)
+            h, x = _add_norm(norm1, h, delta)
             shape = (1, rows, -1, head_dim)
             q = q_proj(x).view(shape).transpose(1, 2)
             k = k_proj(x).view(shape).transpose(1, 2)
             v = v_proj(x).view(shape).transpose(1, 2)
-            q, k = self.rotate(q, k, cos, sin)
+            q, k = self._rope(q, k, cos, sin)
             out, _ = _packed_attention(attn, q, k, v, None, scaling=scaling, foretell_batch=batch,
                                        sliding_window=window)
-            h = h + o_proj(out.reshape(1, rows, -1).contiguous())
-            x = norm2(h)
-            h = h + down_proj(act(gate_proj(x)) * up_proj(x))
-        return self.head(self.norm(h))[0].float()
+            h, x = _add_norm(norm2, h, o_proj(out.reshape(1, rows, -1).contiguous()))
+            delta = down_proj(act(gate_proj(x), up_proj(x)))
+        return self.head(_add_norm(self.norm, h, delta)[1])[0].float()
+
+
+    def _rope(self, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """transformers' ``apply_rotary_pos_emb``, on the kernel with exact mode's glue (:meth:`CpuGemm.rope`: the
+        same bits, one call each for the queries and the keys instead of 14 ops)."""
+        if self.glue is not None and self.glue[1].glue and q.dtype == k.dtype == cos.dtype == torch.bfloat16:
+            gemm = self.glue[0]
+            return gemm.rope(q, cos, sin), gemm.rope(k, cos, sin)
+        return self.rotate(q, k, cos, sin)
+
+
+def _add_norm(norm, h: torch.Tensor, delta: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(h + delta, norm(h + delta))`` (``h`` as it is where ``delta`` is None); one kernel pass with exact mode's
+    :class:`GlueRMSNorm`."""
+    if delta is None:
+        return h, norm(h)
+    if isinstance(norm, GlueRMSNorm):
+        return norm.add(h, delta)
+    h = h + delta
+    return h, norm(h)
 
 
 def kv_shape_of(model) -> KVShape:
@@ -1148,7 +1252,8 @@ class ModelRunner:
     writes by position (rollback = lowering ``SeqKV.length``), ``vocab_size``, ``device`` and ``model``.
     """
 
-    def __init__(self, model, exact: bool = False, cpu_attention: bool = True, argmax_head: bool = True):
+    def __init__(self, model, exact: bool = False, cpu_attention: bool = True, argmax_head: bool = True,
+                 layer_glue: bool = True):
         missing = unsupported_attention(model)
         if missing is not None:
             name = type(model).__name__
@@ -1182,6 +1287,9 @@ class ModelRunner:
             else:
                 check_row_invariance(self.model, layers=[m for m in self.model.modules()
                                                          if isinstance(m, ExactKernelLinear)])
+                if layer_glue:
+                    glue_layers(self.model, next(m.gemm for m in self.model.modules()
+                                                 if isinstance(m, ExactKernelLinear)), self._exact_rows)
         detach_blocks(self.model)  # blocks the layers did not take (not exact mode's kernel route)
         self._lean: LeanDecoder | None = None
         lean = LeanDecoder.build(self.model) if self.device.type == "cpu" else None
