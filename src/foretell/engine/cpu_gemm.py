@@ -168,8 +168,8 @@ bit (none of 700,000 random ones did). Rows stay independent. Whole passes of th
 off and on alternating in one process, median paired ratio of 8 (2-core Sapphire Rapids VM,
 ``benchmarks/results/run-2026-11-28-spr-layer-glue``): 1 token 0.91x the time, 4 tokens 0.91x, 17 tokens 0.88x,
 128 tokens 0.92x, but 64 tokens 1.01x and 256 0.99x in that run (drift); the logits of a 33-token pass equal to
-the bit. Whole requests, five rounds: plain decoding
-0.91x, a rename with its prediction 0.93x, a 908-token prompt's prefill 0.94x.
+the bit. Whole requests, five rounds: plain decoding 0.91x, a rename with its prediction 0.93x, a 908-token
+prompt's prefill 0.94x.
 
 Example::
 

@@ -596,7 +596,8 @@ class ExactRows:
     library: bool = False  # every row on the library GEMM (a peer's model.generate on the same model object)
     reuse_logits: bool = False  # this pass's caller takes its logits before the next pass (the head's buffer)
     argmax_only: bool = False  # every segment's caller reads only its rows' argmax (an ArgmaxHead may serve them)
-    glue: bool = True  # GlueRMSNorm and GlueMLP run on the kernel (False: the modules they replaced, for A/Bs)
+    glue: bool = True  # exact mode's layer glue runs on the kernel (GlueRMSNorm, GlueMLP, LeanDecoder._rope); False:
+    # what they replaced (torch's modules and ops), as with ``--no-layer-glue`` but switchable in one process for A/Bs
 
     def fill(self, segments: list[Segment], reuse_logits: bool = False) -> None:
         """Split the pass of ``segments``: each one's rows before those that need logits are a prompt chunk."""
@@ -1027,7 +1028,7 @@ GLUE_NORMS = frozenset({"Qwen2RMSNorm", "LlamaRMSNorm"})  # weight * (x / rms(x)
 
 class GlueRMSNorm(torch.nn.Module):
     """Exact mode's RMSNorm on bf16 rows, on foretell's kernel (:meth:`CpuGemm.rmsnorm`): in a pass of 128 rows
-    torch's module ran 10 elementwise ops (conversions, square, mean, rsqrt, two products), about 4 ms of the 0.5B's
+    torch's module ran 10 elementwise ops (conversions, square, mean, rsqrt, two products), about 10 ms of the 0.5B's
     200 ms pass on a 2-core Sapphire Rapids VM. Every row alone, so rows keep their bits in any pass; the values may
     differ from torch's module in the last bit of a few (its own sum of squares). :meth:`add` also takes the
     residual addition before it (the bits of torch's bf16 addition). Other inputs, and a peer's ``model.generate``
@@ -1127,7 +1128,7 @@ class LeanDecoder:
         self.head = head.head_logits if isinstance(head, ExactKernelLinear) else head
         self.rotate = sys.modules[type(self.layers[0].self_attn).__module__].apply_rotary_pos_emb
         norm = self.layers[0].input_layernorm  # exact mode's glue: the rotary embedding on the kernel too
-        self.glue = (norm.gemm, norm.rows) if isinstance(norm, GlueRMSNorm) else None
+        self.glue_gemm, self.glue_rows = (norm.gemm, norm.rows) if isinstance(norm, GlueRMSNorm) else (None, None)
         self.steps = [self._layer_step(layer) for layer in self.layers]
 
     @staticmethod
@@ -1171,13 +1172,11 @@ class LeanDecoder:
             delta = down_proj(act(gate_proj(x), up_proj(x)))
         return self.head(_add_norm(self.norm, h, delta)[1])[0].float()
 
-
     def _rope(self, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """transformers' ``apply_rotary_pos_emb``, on the kernel with exact mode's glue (:meth:`CpuGemm.rope`: the
         same bits, one call each for the queries and the keys instead of 14 ops)."""
-        if self.glue is not None and self.glue[1].glue and q.dtype == k.dtype == cos.dtype == torch.bfloat16:
-            gemm = self.glue[0]
-            return gemm.rope(q, cos, sin), gemm.rope(k, cos, sin)
+        if self.glue_gemm is not None and self.glue_rows.glue and q.dtype == k.dtype == cos.dtype == torch.bfloat16:
+            return self.glue_gemm.rope(q, cos, sin), self.glue_gemm.rope(k, cos, sin)
         return self.rotate(q, k, cos, sin)
 
 
