@@ -138,7 +138,10 @@ interleaved, fastest of 6): 32 tokens 0.86x the time, 64 and 96 tokens 0.77x, 12
 unchanged. With that, the engine's layers read their bf16 weights on AMX in every pass (not their GGUF blocks,
 :data:`BLOCK_ROWS_MAX`) and join siblings' weights into one call (:class:`foretell.engine.runner.SharedInputGroup`).
 This VM's speed drifts by up to 1.7x within minutes (a 64-token pass took 128 ms and 218 ms in two runs of the
-same code), so compare only what ran side by side.
+same code), so compare only what ran side by side. Tried and not kept (same bits, no gain in whole passes): 2 x 2
+tiles (32 weight rows x 2 input tiles) for passes of 128 rows and more; there every tile schedule tried, with the
+loads a GEMM needs, ran at 0.8-1.2 TFLOPS against 4.5 for products alone, a load waiting for its register's last
+reader (``benchmarks/results/run-2026-11-28-spr-amx-wide``).
 
 Since 2026-11-27 the attention's last block of a call, when it holds fewer than 16 queries (a decode token, the
 odd rows of a verify pass), runs on tiles configured to that many rows: before, its 16-row score tiles were stored
