@@ -512,7 +512,7 @@ def test_silu_mul_rounds_as_torchs_bf16_ops_on_a_joined_result_read_in_place(gem
     far = torch.tensor([-1000.0, -100.0, -89.0, 0.0, 100.0]).bfloat16()
     assert gemm.silu_mul(far, torch.ones_like(far)).tolist() == [0.0, 0.0, 0.0, 0.0, 100.0]
     with pytest.raises(TypeError):
-        gemm.silu_mul(gate.float(), up.float())
+        gemm.silu_mul(gate.float(), up)
 
 
 @pytest.mark.parametrize("heads,rows,dim", [(14, 1, 64), (2, 37, 64), (3, 5, 128), (2, 3, 40)])
@@ -532,3 +532,59 @@ def test_rope_gives_transformers_rotary_embedding_to_the_bit_from_a_projections_
     got = gemm.rope(q, cos, sin)
     assert got.is_contiguous() and torch.equal(got, expected)
     assert torch.equal(gemm.rope(q[:, :, -1:], cos[:, -1:], sin[:, -1:]), expected[:, :, -1:])
+
+
+def _glue_fp32_checks(gemm):
+    """fp32 layer glue against torch's fp32 modules and ops: the residual sum and the rotary embedding to the bit,
+    RMSNorm and SiLU · up within a few ulps (the kernel's own sum of squares and exponential), rows independent,
+    odd widths (vector tails) included."""
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm, apply_rotary_pos_emb
+
+    gen = torch.Generator().manual_seed(5)
+    for m, k in ((1, 896), (37, 896), (3, 44)):
+        h, delta = torch.randn(m, k, generator=gen) * 3, torch.randn(m, k, generator=gen)
+        norm = Qwen2RMSNorm(k, eps=1e-6)
+        norm.weight.data = torch.randn(k, generator=gen)
+        total, y = gemm.rmsnorm(h, norm.weight.data, 1e-6, residual=delta)
+        assert torch.equal(total, h + delta)
+        torch.testing.assert_close(y, norm(h + delta), rtol=3e-6, atol=1e-6)
+        assert torch.equal(gemm.rmsnorm(total, norm.weight.data, 1e-6)[1], y)
+        for i in (0, m - 1):
+            assert torch.equal(gemm.rmsnorm(h[i : i + 1], norm.weight.data, 1e-6, residual=delta[i : i + 1])[1],
+                               y[i : i + 1])
+    for m, n in ((1, 4864), (130, 4864), (3, 37)):
+        joined = torch.randn(1, m, 2 * n, generator=gen) * 4
+        gate, up = joined.split(n, dim=-1)
+        y = gemm.silu_mul(gate, up)
+        torch.testing.assert_close(y, torch.nn.functional.silu(gate) * up, rtol=3e-6, atol=1e-7)
+        assert torch.equal(gemm.silu_mul(gate[:, -1:], up[:, -1:]), y[:, -1:])
+    far = torch.tensor([-1000.0, -100.0, -89.0, 0.0, 100.0])
+    assert gemm.silu_mul(far, torch.ones_like(far)).tolist() == [-0.0, -0.0, -0.0, 0.0, 100.0]
+    for heads, rows, dim in ((14, 1, 64), (2, 37, 64), (3, 5, 128), (2, 3, 40)):
+        joined = torch.randn(1, rows, (heads + 3) * dim, generator=gen) * 5
+        q = joined[..., dim : (heads + 1) * dim].view(1, rows, heads, dim).transpose(1, 2)
+        angles = torch.randn(1, rows, dim, generator=gen) * 3
+        cos, sin = angles.cos(), angles.sin()
+        expected, _ = apply_rotary_pos_emb(q, q, cos, sin)
+        got = gemm.rope(q, cos, sin)
+        assert got.is_contiguous() and torch.equal(got, expected)
+        assert torch.equal(gemm.rope(q[:, :, -1:], cos[:, -1:], sin[:, -1:]), expected[:, :, -1:])
+    with pytest.raises(TypeError):
+        gemm.rope(q, cos.bfloat16(), sin.bfloat16())
+
+
+def test_fp32_layer_glue_matches_torchs_ops_and_keeps_rows_apart(gemm):
+    """The fp32 glue of this build (every build has it: fp32 exact mode on a CPU without native bf16)."""
+    assert gemm.glues(torch.float32)
+    _glue_fp32_checks(gemm)
+
+
+def test_the_avx2_build_has_the_fp32_layer_glue(monkeypatch, tmp_path):
+    """The fp32 glue's AVX2 code path (8-lane vectors, tails through masked loads), built with AVX-512 turned off."""
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("no AVX2 here")
+    monkeypatch.setattr(cpu_gemm, "FLAGS", (*cpu_gemm.FLAGS, "-mno-avx512f"))
+    path = cpu_gemm._build(tmp_path)
+    avx2 = cpu_gemm.CpuGemm(__import__("ctypes").CDLL(str(path)), path)
+    assert avx2.lanes == 8 and avx2.glues(torch.float32) and not avx2.glues(torch.bfloat16)
+    _glue_fp32_checks(avx2)

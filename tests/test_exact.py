@@ -619,21 +619,23 @@ def test_greedy_passes_take_the_argmax_head_and_keep_the_exact_heads_tokens(rout
     assert sum(ok for _, ok in served) > 50
 
 
-def test_bf16_exact_mode_glues_norms_and_mlps_on_the_kernel_and_keeps_the_tokens(monkeypatch):
-    """bf16 exact mode on the kernel runs the RMSNorms and the SiLU MLPs on it (GlueRMSNorm, GlueMLP; the lean loop
-    adds each residual in the next norm's pass): the loop still gives transformers' forward's logits to the bit (else
-    ModelRunner would not take it), the glue serves every pass, greedy outputs with predictions, batched, equal plain
-    decoding's, and a peer's model.generate on the same model (library mode) runs the modules the glue replaced."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_exact_mode_glues_norms_and_mlps_on_the_kernel_and_keeps_the_tokens(monkeypatch, dtype):
+    """Exact mode on the kernel (bf16, and fp32 as on a CPU without native bf16) runs the RMSNorms and the SiLU MLPs
+    on it (GlueRMSNorm, GlueMLP; the lean loop adds each residual in the next norm's pass): the loop still gives
+    transformers' forward's logits to the bit (else ModelRunner would not take it), the glue serves every pass,
+    greedy outputs with predictions, batched, equal plain decoding's, and a peer's model.generate on the same model
+    (library mode) runs the modules the glue replaced."""
     from foretell.engine.runner import GlueMLP, GlueRMSNorm
 
     gemm = cpu_gemm.load()
-    if gemm is None or not gemm.glue:
-        pytest.skip("foretell's CPU kernel has no layer glue here (it needs AVX-512 BW/VL)")
-    runner = ModelRunner(bf16_model(), exact=True)
+    if gemm is None or not gemm.glues(dtype):
+        pytest.skip(f"foretell's CPU kernel has no layer glue for {dtype} here (bf16 needs AVX-512 BW/VL)")
+    runner = ModelRunner(bf16_model(dtype), exact=True)
     glued = [m for m in runner.model.modules() if isinstance(m, (GlueRMSNorm, GlueMLP))]
     assert len(glued) == 2 * 2 + 1 + 2 and runner.lean  # 2 layers: two norms and an MLP each, the final norm
     assert not any(isinstance(m, (GlueRMSNorm, GlueMLP))
-                   for m in ModelRunner(bf16_model(), exact=True, layer_glue=False).model.modules())
+                   for m in ModelRunner(bf16_model(dtype), exact=True, layer_glue=False).model.modules())
     calls = []
     for name in ("rmsnorm", "silu_mul", "rope"):
         original = getattr(cpu_gemm.CpuGemm, name)

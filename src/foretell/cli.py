@@ -39,10 +39,10 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    "passes of greedy requests without logprobs take their argmax, computing exactly only the logits "
                    "that can be the largest (the same tokens; plain decoding ~0.87x the time on AMX)")
     g.add_argument("--no-layer-glue", dest="layer_glue", action="store_false", default=True,
-                   help="exact mode on a bf16 CPU with AVX-512: run the RMSNorms, SiLU MLP activations and rotary "
-                   "embeddings as torch's modules do instead of foretell's kernel (which fuses each into one call and "
-                   "each residual addition into the next norm: one-token passes ~0.9x the time; a few values may "
-                   "differ in the last bit, so a near-tie may decode differently than with the flag)")
+                   help="exact mode on a CPU (bf16 with AVX-512, or fp32): run the RMSNorms, SiLU MLP activations and "
+                   "rotary embeddings as torch's modules do instead of foretell's kernel (which fuses each into one "
+                   "call and each residual addition into the next norm: one-token passes ~0.9x the time; a few values "
+                   "may differ in the last bit, so a near-tie may decode differently than with the flag)")
     g.add_argument("--cpu-linears", default="dispatch", choices=["dispatch", "lean", "packed"],
                    help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or foretell's small-pass "
                    "GEMM (oneDNN packed weights where it cannot be built), whichever start-up measured faster for "

@@ -173,8 +173,8 @@ class EngineConfig:
     # passes whose requests need only the argmax (greedy, no logprobs) read half the head's bytes (on AMX int8 tiles,
     # or AVX2 for 1-2 rows; cpu_gemm.ArgmaxHead)
     argmax_head: bool = True
-    # exact mode on a bf16 CPU with AVX-512: RMSNorm (with the residual addition before it), SiLU(gate) * up and the
-    # rotary embedding on foretell's kernel, one call each (runner.GlueRMSNorm, GlueMLP, LeanDecoder._rope)
+    # exact mode on a CPU (bf16 with AVX-512, or fp32): RMSNorm (with the residual addition before it), SiLU(gate) * up
+    # and the rotary embedding on foretell's kernel, one call each (runner.GlueRMSNorm, GlueMLP, LeanDecoder._rope)
     layer_glue: bool = True
 
     def __post_init__(self) -> None:

@@ -1,11 +1,12 @@
 """Real requests with exact mode's layer glue (GlueRMSNorm, GlueMLP) on and off, alternating in one engine (0.5B):
 plain decoding, n-gram lookup over a prompt holding the file, a prediction (port, rewrite with prefill included),
-median wall time, the paired ratio, and whether the tokens are the same both ways."""
-import statistics, sys, time
+median wall time, the paired ratio, and whether the tokens are the same both ways. FORETELL_AB_DTYPE (default auto)
+sets the model's dtype (run-2026-11-28-spr-fp32-glue: float32 with FORETELL_CPU_AMX=0)."""
+import os, statistics, sys, time
 from foretell.config import EngineConfig, SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest
 from foretell.engine.llm_engine import LLMEngine
-engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False))
+engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False, dtype=os.environ.get("FORETELL_AB_DTYPE", "auto")))
 rows = engine.runner._exact_rows
 tok = engine.tokenizer
 snake = open("src/foretell/bench/data/snake.py").read()

@@ -1,12 +1,17 @@
 """Whole passes of the 0.5B (1,200 cached tokens) with exact mode's layer glue on and off, alternating pass by pass in one
-process: median ms and the median paired ratio per size; and the logits of a 33-token pass both ways (equal to the bit?)."""
-import statistics, sys, time, torch
+process: median ms and the median paired ratio per size; and the logits of a 33-token pass both ways (equal to the bit?).
+FORETELL_AB_DTYPE (default auto) sets the model's dtype, --avx2 builds the kernel without AVX-512 (as on a CPU without
+it), FORETELL_CPU_AMX=0 turns AMX off (run-2026-11-28-spr-fp32-glue: fp32)."""
+import os, statistics, sys, time, torch
+from foretell.engine import cpu_gemm
+if "--avx2" in sys.argv:
+    cpu_gemm.FLAGS = (*cpu_gemm.FLAGS, "-mno-avx512f")
 from foretell.config import EngineConfig
 from foretell.engine.llm_engine import LLMEngine
 from foretell.engine.cost import _timed_pass
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import Segment, GlueRMSNorm, GlueMLP
-engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False))
+engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False, dtype=os.environ.get("FORETELL_AB_DTYPE", "auto")))
 runner = engine.runner
 rows = runner._exact_rows
 print("lean", runner.lean, "glue modules", sum(isinstance(m, (GlueRMSNorm, GlueMLP)) for m in runner.model.modules()), flush=True)

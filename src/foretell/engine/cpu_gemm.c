@@ -1444,6 +1444,100 @@ int foretell_head_bounds_amx(const bf16 *x, const int8_t *qp, const float *s, co
 
 #endif
 
+/* ---- a decoder layer's elementwise steps on fp32 rows (any build: AVX2 or AVX-512), as the bf16 ones below:
+ * RMSNorm (with the residual add before it), SiLU(gate) * up and the rotary embedding. Each row by one thread in one
+ * fixed sequence, whatever M. Each product and sum is one rounding, as torch's separate fp32 ops round them (vkeep
+ * bars the compiler from fusing a product into the next sum); the sum of squares and the exponential are this
+ * file's own. ---- */
+#if defined(__AVX512F__)
+static inline vec vkeep(vec a) { __asm__("" : "+v"(a)); return a; }
+static inline vec vdiv(vec a, vec b) { return _mm512_div_ps(a, b); }
+static inline vec vabs(vec a) { return _mm512_abs_ps(a); }
+static inline vec vsel_lt(vec x, vec y, vec a, vec b) { /* b where x < y, else a */
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_LT_OQ), a, b);
+}
+#else
+static inline vec vkeep(vec a) { __asm__("" : "+x"(a)); return a; }
+static inline vec vdiv(vec a, vec b) { return _mm256_div_ps(a, b); }
+static inline vec vabs(vec a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline vec vsel_lt(vec x, vec y, vec a, vec b) { return _mm256_blendv_ps(a, b, _mm256_cmp_ps(x, y, _CMP_LT_OQ)); }
+#endif
+static inline vec vload_n(const float *p, int n) { return n >= VW ? VLOAD(p) : vload_tail(p, n); }
+static inline void vstore_n(float *p, vec v, int n) {
+    if (n >= VW) vstore(p, v);
+    else vstore_tail(p, v, n);
+}
+
+/* y = w * (h * (1 / sqrt(sum(h^2) / K + eps))) per row of K values; h = x, or x + r (written to h_out, which may be x)
+ * where r is given */
+void foretell_rmsnorm_f32(const float *x, const float *r, float *h_out, const float *w, float eps, float *y, int M,
+                          int K) {
+    #pragma omp parallel for schedule(static) if (M > 1)
+    for (int m = 0; m < M; m++) {
+        const float *xm = x + (size_t)m * K, *hm = xm;
+        vec acc = VZERO();
+        if (r != NULL) {
+            const float *rm = r + (size_t)m * K;
+            float *om = h_out + (size_t)m * K;
+            for (int k = 0; k < K; k += VW) {
+                const vec h = vkeep(vadd(vload_n(xm + k, K - k), vload_n(rm + k, K - k)));
+                vstore_n(om + k, h, K - k);
+                acc = VFMA(h, h, acc);
+            }
+            hm = om;
+        } else {
+            for (int k = 0; k < K; k += VW) {
+                const vec h = vload_n(xm + k, K - k);
+                acc = VFMA(h, h, acc);
+            }
+        }
+        const vec inv = vset1(1.0f / sqrtf(hsum(acc) / (float)K + eps));
+        float *ym = y + (size_t)m * K;
+        for (int k = 0; k < K; k += VW)
+            vstore_n(ym + k, vmul(vload_n(w + k, K - k), vkeep(vmul(vload_n(hm + k, K - k), inv))), K - k);
+    }
+}
+
+/* out[h, r, :] = the rotary embedding of x's row r, head h (at x + r ldr + h ldh, D values) with cos[r], sin[r] (fp32
+ * [R, D]): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin) by halves, each product and sum one rounding, as
+ * transformers' apply_rotary_pos_emb computes x cos + rotate_half(x) sin: the same bits. out is [H, R, D]. */
+void foretell_rope_f32(const float *x, long ldr, long ldh, const float *cos, const float *sin, float *out, int H, int R,
+                       int D) {
+    const int half = D / 2;
+    #pragma omp parallel for collapse(2) schedule(static) if ((long)H * R * D >= 65536)
+    for (int h = 0; h < H; h++) {
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + r * ldr + h * ldh, *c = cos + (size_t)r * D, *s = sin + (size_t)r * D;
+            float *o = out + ((size_t)h * R + r) * D;
+            for (int i = 0; i < half; i += VW) {
+                const int n = half - i;
+                const vec a = vload_n(xr + i, n), b = vload_n(xr + half + i, n);
+                vstore_n(o + i, vsub(vkeep(vmul(a, vload_n(c + i, n))), vkeep(vmul(b, vload_n(s + i, n)))), n);
+                vstore_n(o + half + i, vadd(vkeep(vmul(b, vload_n(c + half + i, n))),
+                                            vkeep(vmul(a, vload_n(s + half + i, n)))), n);
+            }
+        }
+    }
+}
+
+/* y[m, n] = silu(g[m, n]) * u[m, n] for n < N, rows ld values apart in g and u, N apart in y; silu(g) = g / (1 + e^-g),
+ * computed as g / (1 + t) or g t / (1 + t) with t = e^-|g| (no overflow), -0 below -87 */
+void foretell_silu_mul_f32(const float *g, const float *u, int ld, float *y, int M, int N) {
+    #pragma omp parallel for schedule(static) if ((size_t)M * N >= 65536)
+    for (int m = 0; m < M; m++) {
+        const float *gm = g + (size_t)m * ld, *um = u + (size_t)m * ld;
+        float *ym = y + (size_t)m * N;
+        for (int n = 0; n < N; n += VW) {
+            const vec gv = vload_n(gm + n, N - n);
+            const vec t = vexp(vsub(VZERO(), vabs(gv)));
+            vec num = vsel_lt(gv, VZERO(), gv, vmul(gv, t));
+            num = vsel_lt(gv, vset1(-87.0f), num, vmul(gv, VZERO()));
+            const vec silu = vkeep(vdiv(num, vadd(t, vset1(1.0f))));
+            vstore_n(ym + n, vmul(silu, vload_n(um + n, N - n)), N - n);
+        }
+    }
+}
+
 /* ---- a decoder layer's elementwise steps on bf16 rows: RMSNorm (with the residual add before it) and SiLU(gate) *
  * up. Each row is computed by one thread in one fixed sequence of instructions, whatever M: a row's bits do not
  * depend on the other rows. Every intermediate that torch's bf16 modules round to bf16 is rounded here too (the

@@ -174,6 +174,16 @@ off and on alternating in one process, median paired ratio of 8 (2-core Sapphire
 the bit. Whole requests, five rounds: plain decoding 0.91x, a rename with its prediction 0.93x, a 908-token
 prompt's prefill 0.94x.
 
+The same steps on **fp32** rows (``foretell_rmsnorm_f32``, ``foretell_silu_mul_f32``, ``foretell_rope_f32``; every
+build, AVX2 or AVX-512): fp32 exact mode, what ``--dtype auto`` picks on a CPU without native bf16. Each product and
+sum is one rounding, as torch's separate fp32 ops round them (an empty ``asm`` keeps the compiler from fusing a
+product into the next sum), so the residual sums and the rotary embedding are torch's bits; the sum of squares
+and the exponential are the kernel's own (within 3e-6 of torch's modules, relative). Whole passes of the 0.5B in
+fp32 with AMX off (2-core Sapphire Rapids VM, 1,200 cached tokens, glue off and on alternating, median paired
+ratio of 8; ``benchmarks/results/run-2026-11-28-spr-fp32-glue``): AVX-512 build 1 token 0.93x the time, 4 tokens
+0.94x, 17 tokens 0.94x, 64 tokens 0.95x, 128 tokens 0.96x, 256 tokens 0.89x; AVX2 build (``-mno-avx512f``, as on
+a CPU without AVX-512) 1 token 0.94x, 4 tokens 0.97x, 17-256 tokens 0.99-1.02x (compute-bound passes there).
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
@@ -282,7 +292,7 @@ class CpuGemm:
         if self._head_bounds_int8 is not None:
             self._head_bounds_int8.restype = ctypes.c_int
             self._head_bounds_int8.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 4
-        # a decoder layer's elementwise steps on bf16 rows (built only for AVX-512 with BW and VL): LayerGlue
+        # a decoder layer's elementwise steps on bf16 rows (built only for AVX-512 with BW and VL): layer glue
         self._rmsnorm = getattr(library, "foretell_rmsnorm_bf16", None)
         self._silu_mul = getattr(library, "foretell_silu_mul_bf16", None)
         self._rope = getattr(library, "foretell_rope_bf16", None)
@@ -294,6 +304,17 @@ class CpuGemm:
             self._silu_mul.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int, ctypes.c_void_p] + [ctypes.c_int] * 2
         else:
             self._rmsnorm = self._silu_mul = self._rope = None
+        # the same steps on fp32 rows (any build)
+        glue32 = [getattr(library, f"foretell_{name}_f32", None) for name in ("rmsnorm", "silu_mul", "rope")]
+        if all(fn is not None for fn in glue32):
+            for fn in glue32:
+                fn.restype = None
+            glue32[0].argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_float, ctypes.c_void_p] + [ctypes.c_int] * 2
+            glue32[1].argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int, ctypes.c_void_p] + [ctypes.c_int] * 2
+            glue32[2].argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_long] + [ctypes.c_void_p] * 3 \
+                + [ctypes.c_int] * 3
+        self._glue_fns = {torch.float32: tuple(glue32) if all(fn is not None for fn in glue32) else None,
+                          torch.bfloat16: (self._rmsnorm, self._silu_mul, self._rope) if self._rmsnorm else None}
         library.foretell_lanes.restype = ctypes.c_int
         self.lanes: int = library.foretell_lanes()  # fp32 lanes per vector in this build: 16 (AVX-512) or 8 (AVX2)
 
@@ -316,68 +337,78 @@ class CpuGemm:
 
     @property
     def glue(self) -> bool:
-        """Whether this build has :meth:`rmsnorm`, :meth:`silu_mul` and :meth:`rope` (AVX-512 with BW and VL)."""
-        return self._rmsnorm is not None
+        """Whether this build has :meth:`rmsnorm`, :meth:`silu_mul` and :meth:`rope` for bf16 rows (AVX-512 with BW
+        and VL)."""
+        return self.glues(torch.bfloat16)
+
+    def glues(self, dtype: torch.dtype) -> bool:
+        """Whether :meth:`rmsnorm`, :meth:`silu_mul` and :meth:`rope` take rows of ``dtype`` in this build (fp32:
+        every build; bf16: AVX-512 with BW and VL)."""
+        return self._glue_fns.get(dtype) is not None
+
+    def _glue(self, dtype: torch.dtype, step: str) -> tuple:
+        fns = self._glue_fns.get(dtype)
+        if fns is None:
+            raise TypeError(f"this build of foretell's CPU kernel has no {step} for {dtype} rows (bf16 needs "
+                            "AVX-512 BW/VL; fp32 any build)")
+        return fns
 
     def rmsnorm(self, h: torch.Tensor, weight: torch.Tensor, eps: float,
                 residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Qwen2's (and Llama's) RMSNorm of bf16 rows, each row alone: ``(h', y)`` with h' = ``h``, or ``h +
-        residual`` rounded to bf16 (the bits of torch's bf16 addition), and y = bf16(``weight`` · bf16(h' /
-        sqrt(mean(h'²) + ``eps``))). The sum of squares is this kernel's own, so y may differ from torch's module in
-        the last bit of a few values; a row's bits do not depend on the other rows."""
-        if not self.glue:
-            raise TypeError("this build of foretell's CPU kernel has no RMSNorm (it needs AVX-512 BW/VL)")
-        if h.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16 or weight.shape != h.shape[-1:]:
-            raise TypeError("rmsnorm takes bf16 rows and a bf16 weight of the rows' width")
+        """Qwen2's (and Llama's) RMSNorm of bf16 or fp32 rows, each row alone: ``(h', y)`` with h' = ``h``, or ``h +
+        residual`` (the bits of torch's addition in that dtype), and y = ``weight`` · (h' / sqrt(mean(h'²) +
+        ``eps``)), rounded where torch's module rounds in that dtype (bf16: the normalised row and y). The sum of
+        squares is this kernel's own, so y may differ from torch's module in the last bit of a few values; a row's
+        bits do not depend on the other rows."""
+        fn = self._glue(h.dtype, "RMSNorm")[0]
+        if weight.dtype != h.dtype or weight.shape != h.shape[-1:]:
+            raise TypeError("rmsnorm takes rows and a weight of the rows' dtype and width")
         h = h.contiguous()
         k = h.shape[-1]
-        y = torch.empty(h.shape, dtype=torch.bfloat16)
+        y = torch.empty(h.shape, dtype=h.dtype)
         weight = weight.contiguous()
         if residual is None:
-            self._rmsnorm(h.data_ptr(), None, None, weight.data_ptr(), eps, y.data_ptr(), h.numel() // k, k)
+            fn(h.data_ptr(), None, None, weight.data_ptr(), eps, y.data_ptr(), h.numel() // k, k)
             return h, y
-        if residual.shape != h.shape or residual.dtype != torch.bfloat16:
-            raise TypeError("the residual must be bf16 rows of the same shape")
+        if residual.shape != h.shape or residual.dtype != h.dtype:
+            raise TypeError("the residual must be rows of the same shape and dtype")
         residual = residual.contiguous()
-        total = torch.empty(h.shape, dtype=torch.bfloat16)
-        self._rmsnorm(h.data_ptr(), residual.data_ptr(), total.data_ptr(), weight.data_ptr(), eps, y.data_ptr(),
-                      h.numel() // k, k)
+        total = torch.empty(h.shape, dtype=h.dtype)
+        fn(h.data_ptr(), residual.data_ptr(), total.data_ptr(), weight.data_ptr(), eps, y.data_ptr(),
+           h.numel() // k, k)
         return total, y
 
     def silu_mul(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-        """bf16(bf16(SiLU(``gate``)) · ``up``) for bf16 tensors of one shape (the gated MLP's activation, each value
-        rounded where torch's bf16 ops round it; the exponential is this kernel's own, so a few values may differ
-        from torch's in the last bit). Views with rows a fixed stride apart (a joined gate/up result's halves) are
-        read in place."""
-        if not self.glue:
-            raise TypeError("this build of foretell's CPU kernel has no SiLU (it needs AVX-512 BW/VL)")
-        if gate.dtype != torch.bfloat16 or up.dtype != torch.bfloat16 or gate.shape != up.shape:
-            raise TypeError("silu_mul takes two bf16 tensors of one shape")
+        """SiLU(``gate``) · ``up`` for two bf16 or fp32 tensors of one shape (the gated MLP's activation, each value
+        rounded where torch's ops round it in that dtype; the exponential is this kernel's own, so a few values may
+        differ from torch's in the last bit). Views with rows a fixed stride apart (a joined gate/up result's halves)
+        are read in place."""
+        fn = self._glue(gate.dtype, "SiLU")[1]
+        if up.dtype != gate.dtype or gate.shape != up.shape:
+            raise TypeError("silu_mul takes two tensors of one dtype and shape")
         n, shape = gate.shape[-1], gate.shape
         gate, up = _rows(gate), _rows(up)
         if gate.stride(-2) != up.stride(-2):
             gate, up = gate.contiguous(), up.contiguous()
-        y = torch.empty(shape, dtype=torch.bfloat16)
-        self._silu_mul(gate.data_ptr(), up.data_ptr(), gate.stride(-2), y.data_ptr(), gate.numel() // n, n)
+        y = torch.empty(shape, dtype=gate.dtype)
+        fn(gate.data_ptr(), up.data_ptr(), gate.stride(-2), y.data_ptr(), gate.numel() // n, n)
         return y
 
     def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """transformers' rotary embedding of bf16 ``x`` [1, heads, rows, D] (a view of a projection's output: any
-        strides but the last), with bf16 ``cos``/``sin`` [1, rows, D]: ``x * cos + rotate_half(x) * sin``, every
-        product and sum rounded to bf16 as torch's bf16 ops round them, so the same bits, in one call instead of
-        seven ops. Returns a contiguous [1, heads, rows, D] tensor."""
-        if not self.glue:
-            raise TypeError("this build of foretell's CPU kernel has no rotary embedding (it needs AVX-512 BW/VL)")
-        if x.dim() != 4 or x.shape[0] != 1 or x.dtype != torch.bfloat16 or x.stride(-1) != 1 or x.shape[-1] % 2:
-            raise TypeError("rope takes bf16 [1, heads, rows, D] with unit stride along D (D even)")
+        """transformers' rotary embedding of bf16 or fp32 ``x`` [1, heads, rows, D] (a view of a projection's output:
+        any strides but the last), with ``cos``/``sin`` [1, rows, D] of its dtype: ``x * cos + rotate_half(x) *
+        sin``, every product and sum rounded as torch's ops round them in that dtype, so the same bits, in one call
+        instead of seven ops. Returns a contiguous [1, heads, rows, D] tensor."""
+        fn = self._glue(x.dtype, "rotary embedding")[2]
+        if x.dim() != 4 or x.shape[0] != 1 or x.stride(-1) != 1 or x.shape[-1] % 2:
+            raise TypeError("rope takes [1, heads, rows, D] with unit stride along D (D even)")
         _, heads, rows, dim = x.shape
         cos, sin = cos.reshape(rows, dim), sin.reshape(rows, dim)
-        if cos.dtype != torch.bfloat16 or sin.dtype != torch.bfloat16:
-            raise TypeError("rope takes bf16 cos and sin")
+        if cos.dtype != x.dtype or sin.dtype != x.dtype:
+            raise TypeError("rope takes cos and sin of the rows' dtype")
         cos, sin = cos.contiguous(), sin.contiguous()
-        out = torch.empty(1, heads, rows, dim, dtype=torch.bfloat16)
-        self._rope(x.data_ptr(), x.stride(2), x.stride(1), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), heads,
-                   rows, dim)
+        out = torch.empty(1, heads, rows, dim, dtype=x.dtype)
+        fn(x.data_ptr(), x.stride(2), x.stride(1), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), heads, rows, dim)
         return out
 
     @property

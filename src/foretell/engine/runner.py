@@ -1027,11 +1027,11 @@ GLUE_NORMS = frozenset({"Qwen2RMSNorm", "LlamaRMSNorm"})  # weight * (x / rms(x)
 
 
 class GlueRMSNorm(torch.nn.Module):
-    """Exact mode's RMSNorm on bf16 rows, on foretell's kernel (:meth:`CpuGemm.rmsnorm`): in a pass of 128 rows
+    """Exact mode's RMSNorm on bf16 or fp32 rows, on foretell's kernel (:meth:`CpuGemm.rmsnorm`): in a pass of 128 rows
     torch's module ran 10 elementwise ops (conversions, square, mean, rsqrt, two products), about 10 ms of the 0.5B's
     200 ms pass on a 2-core Sapphire Rapids VM. Every row alone, so rows keep their bits in any pass; the values may
     differ from torch's module in the last bit of a few (its own sum of squares). :meth:`add` also takes the
-    residual addition before it (the bits of torch's bf16 addition). Other inputs, and a peer's ``model.generate``
+    residual addition before it (the bits of torch's addition). Other inputs, and a peer's ``model.generate``
     on the same model (``ExactRows.library``), run the replaced class's forward. Same parameter names."""
 
     def __init__(self, norm: torch.nn.Module, gemm: CpuGemm, rows: ExactRows):
@@ -1040,7 +1040,8 @@ class GlueRMSNorm(torch.nn.Module):
         self.gemm, self.rows, self._module_forward = gemm, rows, type(norm).forward
 
     def _takes(self, h: torch.Tensor) -> bool:
-        return h.dtype == torch.bfloat16 and self.rows.glue and not self.rows.library and h.device.type == "cpu"
+        return h.dtype == self.weight.dtype and self.gemm.glues(h.dtype) and self.rows.glue and not self.rows.library \
+            and h.device.type == "cpu"
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         if not self._takes(h):
@@ -1049,7 +1050,7 @@ class GlueRMSNorm(torch.nn.Module):
 
     def add(self, h: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(h + delta, self(h + delta))`` in one pass over the rows."""
-        if not (self._takes(h) and delta.dtype == torch.bfloat16 and delta.shape == h.shape):
+        if not (self._takes(h) and delta.dtype == h.dtype and delta.shape == h.shape):
             h = h + delta
             return h, self(h)
         return self.gemm.rmsnorm(h, self.weight, float(self.variance_epsilon), residual=delta)
@@ -1069,7 +1070,7 @@ class GlueMLP(torch.nn.Module):
         self.gemm, self.rows, self._module_forward = gemm, rows, type(mlp).forward
 
     def activation(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-        if gate.dtype == torch.bfloat16 == up.dtype and self.rows.glue and not self.rows.library \
+        if gate.dtype == up.dtype and self.gemm.glues(gate.dtype) and self.rows.glue and not self.rows.library \
                 and gate.device.type == "cpu":
             return self.gemm.silu_mul(gate, up)
         return self.act_fn(gate) * up
@@ -1086,16 +1087,18 @@ def _is_silu(act) -> bool:
 
 
 def glue_layers(model, gemm: CpuGemm, rows: ExactRows) -> int:
-    """Put :class:`GlueRMSNorm` and :class:`GlueMLP` in place of a bf16 Qwen2/Llama model's RMSNorms and SiLU MLPs
-    where the kernel has them (AVX-512 builds); returns how many modules were replaced."""
-    if not gemm.glue or next(model.parameters()).dtype != torch.bfloat16 \
+    """Put :class:`GlueRMSNorm` and :class:`GlueMLP` in place of a bf16 or fp32 Qwen2/Llama model's RMSNorms and SiLU
+    MLPs where the kernel has them for that dtype (:meth:`CpuGemm.glues`: fp32 in every build, bf16 with AVX-512);
+    returns how many modules were replaced."""
+    dtype = next(model.parameters()).dtype
+    if dtype not in (torch.bfloat16, torch.float32) or not gemm.glues(dtype) \
             or getattr(model.config, "model_type", None) not in LEAN_MODEL_TYPES:
         return 0
     made = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child).__name__ in GLUE_NORMS and getattr(child, "weight", None) is not None \
-                    and child.weight.dtype == torch.bfloat16 and hasattr(child, "variance_epsilon"):
+                    and child.weight.dtype == dtype and hasattr(child, "variance_epsilon"):
                 setattr(parent, name, GlueRMSNorm(child, gemm, rows))
                 made += 1
             elif (all(hasattr(child, n) for n in ("gate_proj", "up_proj", "down_proj"))
@@ -1175,7 +1178,8 @@ class LeanDecoder:
     def _rope(self, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """transformers' ``apply_rotary_pos_emb``, on the kernel with exact mode's glue (:meth:`CpuGemm.rope`: the
         same bits, one call each for the queries and the keys instead of 14 ops)."""
-        if self.glue_gemm is not None and self.glue_rows.glue and q.dtype == k.dtype == cos.dtype == torch.bfloat16:
+        if self.glue_gemm is not None and self.glue_rows.glue and q.dtype == k.dtype == cos.dtype == sin.dtype \
+                and self.glue_gemm.glues(q.dtype):
             return self.glue_gemm.rope(q, cos, sin), self.glue_gemm.rope(k, cos, sin)
         return self.rotate(q, k, cos, sin)
 
