@@ -43,16 +43,17 @@ static void v0_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, 
     }
 }
 /* v0: the current kernel's loop */
-static void v6_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int N, float *y, float *buf) {
+/* v6-v8: v0 with inputs (6), weights (7) or both (8) read from the same two L1-resident steps: timing only */
+static void vx_rows(int mode, const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int N, float *y, float *buf) {
     int KB = K / 32; size_t step = (size_t)KB * 256;
     for (int mb0 = 0; mb0 < tiles; mb0 += 4) {
         int cnt = tiles - mb0 < 4 ? tiles - mb0 : 4;
         const uint32_t *x0 = xp + (size_t)mb0 * step;
         _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
         for (int kb = 0; kb < KB; kb++) {
-            const uint32_t *xb = x0 + (size_t)(kb & 1) * 256;
+            const uint32_t *xb = (mode == 7 ? x0 + (size_t)kb * 256 : (mode == 6 ? x0 : xp) + (size_t)(kb & 1) * 256);
             if (kb + PF < KB) for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(w + (size_t)r * K + (size_t)(kb + PF) * 32), _MM_HINT_T0);
-            _tile_loadd(4, w + (size_t)kb * 32, (long)K * 2);
+            _tile_loadd(4, w + (size_t)(mode == 6 ? kb : kb & 1) * 32, (long)K * 2);
             _tile_loadd(5, xb, 64); _tile_dpbf16ps(0, 4, 5);
             if (cnt > 1) { _tile_loadd(6, xb + step, 64); _tile_dpbf16ps(1, 4, 6); }
             if (cnt > 2) { _tile_loadd(7, xb + 2 * step, 64); _tile_dpbf16ps(2, 4, 7); }
@@ -63,45 +64,6 @@ static void v6_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, 
     }
 }
 /* v0: the current kernel's loop */
-static void v7_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int N, float *y, float *buf) {
-    int KB = K / 32; size_t step = (size_t)KB * 256;
-    for (int mb0 = 0; mb0 < tiles; mb0 += 4) {
-        int cnt = tiles - mb0 < 4 ? tiles - mb0 : 4;
-        const uint32_t *x0 = xp + (size_t)mb0 * step;
-        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-        for (int kb = 0; kb < KB; kb++) {
-            const uint32_t *xb = x0 + (size_t)kb * 256;
-            if (kb + PF < KB) for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(w + (size_t)r * K + (size_t)(kb + PF) * 32), _MM_HINT_T0);
-            _tile_loadd(4, w + (size_t)(kb & 1) * 32, (long)K * 2);
-            _tile_loadd(5, xb, 64); _tile_dpbf16ps(0, 4, 5);
-            if (cnt > 1) { _tile_loadd(6, xb + step, 64); _tile_dpbf16ps(1, 4, 6); }
-            if (cnt > 2) { _tile_loadd(7, xb + 2 * step, 64); _tile_dpbf16ps(2, 4, 7); }
-            if (cnt > 3) { _tile_loadd(5, xb + 3 * step, 64); _tile_dpbf16ps(3, 4, 5); }
-        }
-        _tile_stored(0, buf, 64); if (cnt > 1) _tile_stored(1, buf + 256, 64); if (cnt > 2) _tile_stored(2, buf + 512, 64); if (cnt > 3) _tile_stored(3, buf + 768, 64);
-        for (int j = 0; j < cnt; j++) store(buf + 256 * j, mb0 + j, M, n0, N, y);
-    }
-}
-/* v0: the current kernel's loop */
-static void v8_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int N, float *y, float *buf) {
-    int KB = K / 32; size_t step = (size_t)KB * 256;
-    for (int mb0 = 0; mb0 < tiles; mb0 += 4) {
-        int cnt = tiles - mb0 < 4 ? tiles - mb0 : 4;
-        const uint32_t *x0 = xp + (size_t)mb0 * step;
-        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-        for (int kb = 0; kb < KB; kb++) {
-            const uint32_t *xb = xp + (size_t)(kb & 1) * 256;
-            if (kb + PF < KB) for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(w + (size_t)r * K + (size_t)(kb + PF) * 32), _MM_HINT_T0);
-            _tile_loadd(4, w + (size_t)(kb & 1) * 32, (long)K * 2);
-            _tile_loadd(5, xb, 64); _tile_dpbf16ps(0, 4, 5);
-            if (cnt > 1) { _tile_loadd(6, xb + step, 64); _tile_dpbf16ps(1, 4, 6); }
-            if (cnt > 2) { _tile_loadd(7, xb + 2 * step, 64); _tile_dpbf16ps(2, 4, 7); }
-            if (cnt > 3) { _tile_loadd(5, xb + 3 * step, 64); _tile_dpbf16ps(3, 4, 5); }
-        }
-        _tile_stored(0, buf, 64); if (cnt > 1) _tile_stored(1, buf + 256, 64); if (cnt > 2) _tile_stored(2, buf + 512, 64); if (cnt > 3) _tile_stored(3, buf + 768, 64);
-        for (int j = 0; j < cnt; j++) store(buf + 256 * j, mb0 + j, M, n0, N, y);
-    }
-}
 /* v1: 2 x 2: 32 weight rows (tiles 4, 5) x 2 input tiles (6, 7), C 0..3; loads ordered so each frees early */
 static void v1_rows(const bf16 *w, int K, const uint32_t *xp, int tiles, int M, int n0, int N, float *y, float *buf) {
     int KB = K / 32; size_t step = (size_t)KB * 256;
@@ -193,7 +155,7 @@ static double run(int v, const bf16 *w, const bf16 *wp, const uint32_t *xp, int 
             for (int blk = 0; blk < N / 32; blk++) v9_rows(w + (size_t)blk * 32 * K, K, xp, tiles, M, blk * 32, N, y, buf);
         } else if (v >= 6) {
             #pragma omp for schedule(static)
-            for (int blk = 0; blk < N / 16; blk++) (v == 6 ? v6_rows : v == 7 ? v7_rows : v8_rows)(w + (size_t)blk * 16 * K, K, xp, tiles, M, blk * 16, N, y, buf);
+            for (int blk = 0; blk < N / 16; blk++) vx_rows(v, w + (size_t)blk * 16 * K, K, xp, tiles, M, blk * 16, N, y, buf);
         } else {
             #pragma omp for schedule(static)
             for (int blk = 0; blk < N / 32; blk++) v2_rows(wp + (size_t)blk * 32 * K, K, xp, tiles, M, blk * 32, N, y, buf);

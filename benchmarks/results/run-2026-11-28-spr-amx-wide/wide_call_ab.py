@@ -2,16 +2,13 @@
 
     .venv/bin/python wide_call_ab.py /path/to/old/cpu_gemm.c
 """
-import ctypes, sys, time, tempfile, statistics
-from pathlib import Path
+import sys, time, statistics
 import torch
 from foretell.engine import cpu_gemm
+from other_build import other_linear_amx
 g = cpu_gemm.load()
 new_fn = g._amx
-cpu_gemm.SOURCE = Path(sys.argv[1])
-old_lib = ctypes.CDLL(str(cpu_gemm._build(Path(tempfile.mkdtemp()))))
-old_fn = old_lib.foretell_linear_amx
-old_fn.restype, old_fn.argtypes = new_fn.restype, new_fn.argtypes
+old_fn = other_linear_amx(sys.argv[1], new_fn)
 torch.manual_seed(0)
 for N, K in ((9728, 896), (896, 4864), (151936, 896)):
     ws = [(torch.randn(N, K) * 0.02).bfloat16() for _ in range(6 if N < 100000 else 1)]

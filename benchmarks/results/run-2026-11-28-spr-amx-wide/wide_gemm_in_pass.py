@@ -2,22 +2,19 @@
 
     .venv/bin/python wide_gemm_in_pass.py /path/to/old/cpu_gemm.c 128
 """
-import ctypes, sys, time, tempfile, statistics, collections
-from pathlib import Path
+import sys, time, statistics, collections
 import torch
 from foretell.config import EngineConfig
 from foretell.engine.llm_engine import LLMEngine
 from foretell.engine.cost import _timed_pass
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine import cpu_gemm
+from other_build import other_linear_amx
 engine, _ = LLMEngine.from_config(EngineConfig(exact=True, prefix_cache=False))
 runner = engine.runner
 g = cpu_gemm.load()
 new_fn = g._amx
-cpu_gemm.SOURCE = Path(sys.argv[1])
-old_lib = ctypes.CDLL(str(cpu_gemm._build(Path(tempfile.mkdtemp()))))
-old_fn = old_lib.foretell_linear_amx
-old_fn.restype, old_fn.argtypes = new_fn.restype, new_fn.argtypes
+old_fn = other_linear_amx(sys.argv[1], new_fn)
 acc = collections.defaultdict(float)
 cur = [None, None]
 def wrap(*a):

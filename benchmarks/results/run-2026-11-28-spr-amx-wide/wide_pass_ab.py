@@ -5,8 +5,7 @@ library's foretell_linear_amx swapped in). Verify passes of n tokens after 1,200
 
     .venv/bin/python wide_pass_ab.py /path/to/old/cpu_gemm.c
 """
-import ctypes, statistics, sys, time, tempfile
-from pathlib import Path
+import statistics, sys, time
 import torch
 from foretell.config import EngineConfig
 from foretell.engine.llm_engine import LLMEngine
@@ -14,15 +13,13 @@ from foretell.engine.cost import _timed_pass
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import Segment
 from foretell.engine import cpu_gemm
+from other_build import other_linear_amx
 
 engine, _ = LLMEngine.from_config(EngineConfig(exact=True, prefix_cache=False))
 runner = engine.runner
 g = cpu_gemm.load()
 new_fn = g._amx
-cpu_gemm.SOURCE = Path(sys.argv[1])
-old_lib = ctypes.CDLL(str(cpu_gemm._build(Path(tempfile.mkdtemp()))))
-old_fn = old_lib.foretell_linear_amx
-old_fn.restype, old_fn.argtypes = new_fn.restype, new_fn.argtypes
+old_fn = other_linear_amx(sys.argv[1], new_fn)
 gen = torch.Generator().manual_seed(0)
 kv = SeqKV(runner.kv_shape, 4096, 4096)
 toks = torch.randint(0, runner.vocab_size, (1200,), generator=gen).tolist()
