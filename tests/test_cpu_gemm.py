@@ -372,7 +372,7 @@ def test_amx_attention_keeps_queries_apart_and_never_reads_past_the_last_key(amx
     """Attention on AMX tiles (head sizes 64 and 128): other bits than VDPBF16PS (the route is taken), within
     bf16 rounding of the exact result; keys past every query's range are never read into a result, even where
     the cache holds NaN there (stale or never written); a query's bits alone and beside others whose ranges
-    start and end elsewhere, across 16-query blocks."""
+    start and end elsewhere, across 16-query blocks and pairs of them."""
     native = amx_gemm.without_amx()
     for heads, kv_heads, dim in ((14, 2, 64), (12, 2, 128)):
         q, k, v, first, end = _attention_case(heads, kv_heads, dim, 37, torch.bfloat16, seed=dim, capacity=200)
@@ -391,6 +391,15 @@ def test_amx_attention_keeps_queries_apart_and_never_reads_past_the_last_key(amx
         # 16 queries run per query head; 1, 25 and 37 stacked, a KV head's query heads sharing a block
         sixteen = amx_gemm.attention(q[:, 5:21], k, v, first[5:21], end[5:21], dim ** -0.5)
         assert torch.equal(sixteen, got[:, 5:21])
+    # 70 queries per query head: blocks in pairs (head size 64), ranges cut inside and across 16-key groups
+    q, k, v, first, end = _attention_case(14, 2, 64, 70, torch.bfloat16, seed=5, capacity=400)
+    first = [f + (t % 5) * 23 for t, f in enumerate(first)]
+    got = amx_gemm.attention(q, k, v, first, end, 0.125)
+    torch.testing.assert_close(got.double(), _attention_reference(q, k, v, first, end, 0.125), rtol=2e-2, atol=2e-2)
+    for t in (0, 17, 31, 32, 50, 69):
+        alone = amx_gemm.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], 0.125)[:, 0]
+        assert torch.equal(alone, got[:, t]), t
+    assert torch.equal(amx_gemm.attention(q[:, 3:40], k, v, first[3:40], end[3:40], 0.125), got[:, 3:40])
     q, k, v, first, end = _attention_case(4, 2, 96, 3, torch.bfloat16, seed=1)  # 96: not on AMX, still right
     torch.testing.assert_close(amx_gemm.attention(q, k, v, first, end, 0.1).double(),
                                _attention_reference(q, k, v, first, end, 0.1), rtol=2e-2, atol=2e-2)
