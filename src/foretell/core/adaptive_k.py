@@ -18,6 +18,7 @@ default) of plain decoding.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import operator
@@ -39,9 +40,11 @@ class CostModel:
     """Relative cost t(n)/t(1) of one target forward pass over n new tokens, measured at start-up.
 
     ``points`` maps n to the ratio (n = 1 maps to 1.0 and is implied when absent); between points the ratio
-    is interpolated linearly, beyond the last point extrapolated along the last segment, and beyond 4x the
-    last measured size never flatter than the last point's cost per token (a curve measured only up to a few
-    tokens, e.g. on a busy machine, must not promise long drafts for free: {8: 2.0} gives 26 at 128, not 2).
+    is interpolated linearly, beyond the last point extrapolated along the chord from the first point at or
+    past half the last size, and beyond 4x the last measured size never flatter than the last point's cost per
+    token (a curve measured only up to a few tokens, e.g. on a busy machine, must not promise long drafts for
+    free: {8: 2.0} gives 26 at 128, not 2). A staircase (foretell's AMX kernels compute 16 rows a tile: a pass
+    of 17 tokens costs about what 32 cost) is kept where both sides of each step are points (16 and 17).
     """
 
     points: dict[int, float]
@@ -88,7 +91,10 @@ class CostModel:
         ns = np.asarray(ns, dtype=np.float64)
         inside = np.interp(ns, self._ns, self._ratios)
         last_n, last_ratio = self._ns[-1], self._ratios[-1]
-        slope = max(0.0, (last_ratio - self._ratios[-2]) / (last_n - self._ns[-2]))
+        # the chord from the first point at or past half the last size: a curve measured up to a tile's first
+        # row (64, 65: a step of the staircase below) must not extrapolate along that step
+        i = min(int(np.searchsorted(self._ns, last_n / 2)), len(self._ns) - 2)
+        slope = max(0.0, (last_ratio - self._ratios[i]) / (last_n - self._ns[i]))
         near = last_ratio + slope * (ns - last_n)  # up to 4x the last measured size
         far = last_ratio + slope * 3 * last_n + max(slope, last_ratio / last_n) * (ns - 4 * last_n)
         return np.where(ns > 4 * last_n, far, np.where(ns > last_n, near, inside))
@@ -316,9 +322,10 @@ class CostCalibrator:
     over decode and verify tokens only (every token needs logits, as in the start-up measurement; prompt
     chunks are cheaper per token and are not counted). Per pass size the fastest pass seen is kept (load
     only ever adds time); once a size has ``min_samples`` passes its ratio to the fastest one-token pass
-    replaces the start-up curve there, and beyond the largest such size the start-up curve is kept only where
-    it agrees with the observed one at that size (within ``agree``), otherwise the observed curve is
-    extrapolated (:class:`CostModel`'s rule).
+    replaces the start-up curve there; between and below such sizes the start-up points stay, scaled to the
+    observed level (a staircase's steps stay where they are); beyond the largest such size the start-up curve
+    is kept only where it agrees with the observed one at that size (within ``agree``), otherwise the observed
+    curve is extrapolated (:class:`CostModel`'s rule).
 
     Raising a ratio above the start-up curve (measured with the sizes interleaved) needs evidence the
     machine's drift cannot fake: its speed drifts (the one-token pass took 81 to 116 ms within one session on
@@ -392,12 +399,22 @@ class CostCalibrator:
             prev = min(max(prev, ratio), float(n))
             observed[n] = round(prev, 4)
         top = seen[-1]
+        # between and below the observed sizes, the start-up points scaled to the observed level (the scale
+        # interpolated in log between the nearest observed sizes, the result between theirs): a staircase's
+        # steps stay where they are
+        sizes = [1, *seen]
+        logs = [math.log(observed[n] / base.ratio(n)) for n in sizes]
+        for n in sorted(self.base):
+            if 1 < n < top and n not in observed:
+                i = bisect.bisect(sizes, n)
+                scaled = base.ratio(n) * math.exp(float(np.interp(n, sizes, logs)))
+                observed[n] = round(min(max(scaled, observed[sizes[i - 1]]), observed[sizes[i]]), 4)
         if abs(base.ratio(top) / observed[top] - 1.0) <= self.agree:
             scale = observed[top] / base.ratio(top)
             for n, r in self.base.items():
                 if n > top:
                     observed[n] = round(max(observed[top], r * scale), 4)
-        return observed
+        return dict(sorted(observed.items()))
 
 
 def _require(cond: bool, name: str, message: str) -> None:

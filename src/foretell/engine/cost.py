@@ -33,7 +33,10 @@ log = logging.getLogger("foretell.engine")
 DEFAULT_COST_POINTS = {1: 1.0, 2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52, 128: 2.3, 256: 4.0}
 # 3 is measured because a two-token draft is what edits verify most, and where the CPU's GEMM changes kernel
 # at 4 rows, interpolating 2..4 put it at 1.32x one token against the 1.14x measured (0.5B, fp32, Xeon).
-MEASURE_SIZES = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
+# 16m + 1 beside 16m: foretell's AMX kernels compute 16 rows a tile, so a pass costs a step more at 17, 33, 49 … rows
+# (the 0.5B after 300 keys, Sapphire Rapids: 16 rows 1.14x one token, 17 rows 1.40x, 32 rows 1.53x, 33 rows 1.83x);
+# interpolating 16..32 priced a 20-token pass at 1.21x against 1.43x measured.
+MEASURE_SIZES = (1, 2, 3, 4, 8, 16, 17, 32, 33, 48, 49, 64, 65, 96, 97, 128, 129, 256)
 MIN_SIZES = 5  # always measured (1, 2, 3, 4, 8), however slow: the curve needs points beyond n = 1
 MAX_PASS_SECONDS = 1.0  # larger sizes are skipped once a warm pass takes this long (the curve extrapolates)
 WARMUP_PASSES = 2  # untimed passes per size before anything is timed
@@ -158,7 +161,7 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     Always returns valid points: an invalid cache file is ignored (and replaced), an invalid measurement
     falls back to ``DEFAULT_COST_POINTS`` and is not cached, so the next start measures again.
     """
-    key = f"v3|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
+    key = f"v5|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
     gemm = cpu_gemm.load() if runner.device.type == "cpu" else None
     if gemm is not None:  # a new build of foretell's kernels (linears, attention) prices passes anew
         key = f"{key}|cpu_gemm={gemm.path.parent.name}{'+amx' if gemm.amx else ''}"
