@@ -1,11 +1,11 @@
 """The draft policy on the curve measured at the tile boundaries (16m + 1 beside 16m: the staircase) against the
 same curve without those points (interpolated 16..32..64..128, as before), prediction and n-gram lookup, real
 edits and long-file edits; one engine, the arms alternating per task, the calibrator off."""
-import json, statistics, sys, time
-from foretell.config import EngineConfig, SamplingParams, SpeculationParams
+import json, sys
+from foretell.config import EngineConfig
 from foretell.core.adaptive_k import CostModel
-from foretell.engine.api import GenerationRequest
 from foretell.engine.llm_engine import LLMEngine
+from one_request import one_request  # beside this script
 from foretell.bench.workloads import WorkloadOptions, longfile_tasks, realedit_tasks
 engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False))
 engine.calibrator = None
@@ -22,12 +22,4 @@ for rnd in range(rounds):
         order = arms if rnd % 2 == 0 else arms[::-1]
         for cname, method in order:
             engine.cost = stairs if cname == "stairs" else old
-            r = GenerationRequest(prompt_ids=list(task.prompt_ids), max_tokens=4096, sampling=SamplingParams(temperature=0.0),
-                                  speculation=SpeculationParams(method="auto" if method == "prediction" else method,  # as the server does
-                                                                prediction=tuple(task.prediction_ids) if method == "prediction" else None))
-            t0 = time.perf_counter()
-            chunks = engine.generate([r])[r.request_id]
-            dt = time.perf_counter() - t0
-            toks = [t for c in chunks for t in c.new_token_ids]
-            print(json.dumps({"round": rnd, "task": task.name, "curve": cname, "method": method, "wall": round(dt, 3),
-                              "tokens": len(toks), "passes": chunks[-1].stats.forward_passes, "hash": hash(tuple(toks))}), flush=True)
+            print(json.dumps(one_request(engine, task, method, round=rnd, curve=cname)), flush=True)

@@ -1,10 +1,10 @@
 """Staircase start-up curve vs the old sizes' curve, each with a fresh calibrator (as a fresh server), the bench's
 task order: verbatim/perfect then real edits, prediction (auto) and n-gram; arms alternate per round."""
-import json, sys, time
-from foretell.config import EngineConfig, SamplingParams, SpeculationParams
+import json, sys
+from foretell.config import EngineConfig
 from foretell.core.adaptive_k import CostModel, CostCalibrator
-from foretell.engine.api import GenerationRequest
 from foretell.engine.llm_engine import LLMEngine
+from one_request import one_request  # beside this script
 from foretell.bench.workloads import WorkloadOptions, realedit_tasks, verbatim_tasks
 engine, _ = LLMEngine.from_config(EngineConfig(prefix_cache=False))
 tok = engine.tokenizer
@@ -20,13 +20,5 @@ for rnd in range(rounds):
         for task in tasks:
             for method in ("ngram", "prediction"):
                 if task.prediction_ids is None and method == "prediction": continue
-                r = GenerationRequest(prompt_ids=list(task.prompt_ids), max_tokens=4096, sampling=SamplingParams(temperature=0.0),
-                                      speculation=SpeculationParams(method="auto" if method == "prediction" else "ngram",
-                                                                    prediction=tuple(task.prediction_ids) if method == "prediction" else None))
-                t0 = time.perf_counter()
-                chunks = engine.generate([r])[r.request_id]
-                dt = time.perf_counter() - t0
-                toks = [t for c in chunks for t in c.new_token_ids]
-                print(json.dumps({"round": rnd, "task": task.name, "curve": cname, "method": method, "wall": round(dt, 3),
-                                  "tokens": len(toks), "passes": chunks[-1].stats.forward_passes, "hash": hash(tuple(toks))}), flush=True)
+                print(json.dumps(one_request(engine, task, method, round=rnd, curve=cname)), flush=True)
         print("final curve", cname, engine.cost.points, flush=True)
