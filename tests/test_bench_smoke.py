@@ -113,7 +113,11 @@ def test_workloads_for_the_real_tokenizer_shape():
         by_suite.setdefault(t.suite, []).append(t)
     assert len(by_suite["edit"]) == 5 and [t.kind for t in by_suite["verbatim"]] == ["verbatim", "perfect"]
     assert len(by_suite["corpus"]) >= 30, notes
-    assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty", "first_half", "file"}
+    assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty", "first_half", "file",
+                                                     "prose_reply"}
+    prose = next(t for t in by_suite["controls"] if t.kind == "prose_reply")
+    assert prose.prediction_ids == by_suite["verbatim"][0].prediction_ids and "```" in make_tiny_tokenizer().decode(prose.prompt_ids)
+    assert prose.max_tokens == 256 and prose.meta["prompt"] == "snake-explain"
     unfenced = next(t for t in by_suite["controls"] if t.kind == "file")
     assert unfenced.prediction_ids == by_suite["verbatim"][0].prediction_ids
     assert unfenced.meta["prompt"] == "snake-unfenced" and "```" not in make_tiny_tokenizer().decode(unfenced.prompt_ids)

@@ -129,7 +129,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     suites = {s: [r for r in rows if r["suite"] == s] for s in dict.fromkeys(r["suite"] for r in rows)}
     summary: dict[str, Any] = {s: _suite_summary(rs) for s, rs in suites.items()}
     controls = suites.get("controls", [])
-    for kind in ("no_prediction", "garbage", "empty", "first_half", "file"):
+    for kind in ("no_prediction", "garbage", "empty", "first_half", "file", "prose_reply"):
         sel = [r for r in controls if r["kind"] == kind]
         if sel:
             summary.setdefault("controls", {})[f"{kind}_min_speedup"] = min(r["speedup"] for r in sel)
@@ -349,7 +349,9 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["## Controls", "",
                   "No prediction = n-gram lookup over the prompt only; garbage = unrelated prose of the same token "
                   "length; empty = an empty prediction (treated as none); first half = the file's first half, then "
-                  "garbage. vs n-gram = wall time without the prediction (n-gram on) / with it.", ""]
+                  "garbage; file = the file as the prediction, the prompt holding it without a code fence; prose reply "
+                  "= the file as the prediction of an answer in prose about it (a question, not an edit). vs n-gram = "
+                  "wall time without the prediction (n-gram on) / with it.", ""]
         lines += _table(["task", "out tok", "plain tok/s", "tok/s", "speedup", "vs n-gram", "accept", "draft acc",
                          "passes plain→ours",
                          "identical"],

@@ -99,6 +99,7 @@ LONGFILE_RULE = "Reply with the whole updated file in one code block, nothing el
 FENCE_LANGUAGE = {".py": "python", ".js": "javascript", ".json": "json", ".md": "markdown", ".sql": "sql"}
 CORPUS_FALLBACK_INSTRUCTION = "Refactor this code for readability without changing its behaviour."
 
+EXPLAIN_INSTRUCTION = "Explain what this code does, function by function."
 OPEN_PROMPT = ("Write a Python function parse_duration(text) that turns strings like '1h30m', '45s' or "
                "'2h5m10s' into a number of seconds, with a docstring, input validation and three doctests.")
 
@@ -283,9 +284,11 @@ def _file_edit_tasks(tokenizer, opts: WorkloadOptions, suite: str, table, reply_
 
 def control_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
     """Per prompt: no prediction, garbage prediction (same token length as the file / max_tokens), empty;
-    with the file in the prompt also a prediction that matches only its first half (then garbage); and the
+    with the file in the prompt also a prediction that matches only its first half (then garbage); the
     file in the prompt without a code fence, with the file as the prediction (a reply that opens a fence the
-    prompt lacks). ``limit`` counts prompts here (each keeps its variants)."""
+    prompt lacks); and a question about the file answered in prose, with the file as the prediction (a
+    prediction the reply does not copy, though it quotes its names and phrases). ``limit`` counts prompts here
+    (each keeps its variants)."""
     code = _fit_tiny(snake_source(), 12) if opts.tiny else snake_source()
     file_ids = encode(tokenizer, code)
     file_len = len(file_ids)
@@ -296,7 +299,11 @@ def control_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
         ("open", OPEN_PROMPT, chat_prompt_ids(tokenizer, OPEN_PROMPT), _cap(256, opts), _cap(256, opts), None),
         ("snake-unfenced", VERBATIM_INSTRUCTION, chat_prompt_ids(tokenizer, f"{VERBATIM_INSTRUCTION}\n\n{code}"),
          _cap(file_len + 64, opts), 0, file_ids),
+        ("snake-explain", EXPLAIN_INSTRUCTION,
+         chat_prompt_ids(tokenizer, file_prompt(EXPLAIN_INSTRUCTION, code, reply_rule=None)), _cap(256, opts), 0,
+         file_ids),
     ]
+    only_file = {"snake-unfenced": "file", "snake-explain": "prose_reply"}  # one variant: the file as prediction
     tasks = []
     for label, instruction, prompt, max_tokens, garbage_len, file_ids in prompts[: opts.limit or None]:
         garbage = garbage_ids(tokenizer, garbage_len)
@@ -304,8 +311,8 @@ def control_tasks(tokenizer, opts: WorkloadOptions) -> list[Task]:
         if file_ids:
             half = len(file_ids) // 2
             variants.append(("first_half", tuple(file_ids[:half]) + tuple(garbage[half:])))
-        if not garbage_len:
-            variants = [("file", file_ids)]
+        if label in only_file:
+            variants = [(only_file[label], file_ids)]
         for kind, pred in variants:
             text = None if pred is None else tokenizer.decode(list(pred))
             tasks.append(Task(f"controls/{label}:{kind}", "controls", kind, instruction, prompt, pred, max_tokens,
