@@ -116,7 +116,8 @@ def test_workloads_for_the_real_tokenizer_shape():
     assert {t.kind for t in by_suite["controls"]} == {"no_prediction", "garbage", "empty", "first_half", "file",
                                                      "prose_reply"}
     prose = next(t for t in by_suite["controls"] if t.kind == "prose_reply")
-    assert prose.prediction_ids == by_suite["verbatim"][0].prediction_ids and "```" in make_tiny_tokenizer().decode(prose.prompt_ids)
+    assert prose.prediction_ids == by_suite["verbatim"][0].prediction_ids
+    assert "```" in make_tiny_tokenizer().decode(prose.prompt_ids)  # the file fenced in the question
     assert prose.max_tokens == 256 and prose.meta["prompt"] == "snake-explain"
     unfenced = next(t for t in by_suite["controls"] if t.kind == "file")
     assert unfenced.prediction_ids == by_suite["verbatim"][0].prediction_ids
