@@ -206,6 +206,11 @@ def test_prefix_cache_reuses_whole_prompt_chunks_only_in_exact_mode(runner):
     pool.release("a", kv, list(range(150)), prompt_len=100)  # reusable: the chunks before token 99 -> 96
     assert pool.allocate("b", 400, list(range(150)) + [1])[1] == 96
     assert pool.allocate("c", 400, list(range(50)) + [7])[1] == 32
+    # the entry's own prompt (or one that differs only in its last token): a fresh request would compute every
+    # position before that token in the chunks [0, 32) ... [96, 99) again, so all of them are reused
+    assert pool.allocate("same", 400, list(range(100)))[1] == 99
+    assert pool.allocate("same but the last", 400, list(range(99)) + [5])[1] == 99
+    assert pool.allocate("one longer", 400, list(range(101)))[1] == 96
     plain = KVPool(runner.kv_shape, 100000, 4096)
     kv, _ = plain.allocate("a", 400, list(range(100)))
     kv.length = 150
@@ -217,7 +222,7 @@ def test_prefix_cache_reuses_a_last_prompt_chunk_computed_on_the_kernel(runner):
     """With ``kernel_rows`` a prompt's last chunk of at most that many rows (before its last token) runs on the
     kernel, as decode steps do: a new prompt whose own last chunk runs on the kernel may reuse any prefix of
     what the kernel computed; whole chunks on the library GEMM stay reusable as before; what a prompt computes
-    on the library GEMM in a last chunk of its own bounds is never reused."""
+    on the library GEMM in a last chunk of its own bounds is reused only by the same prompt."""
     from foretell.engine.kv_cache import KVPool
 
     pool = KVPool(runner.kv_shape, 100000, 4096, reuse_align=32, kernel_rows=8)
@@ -234,6 +239,7 @@ def test_prefix_cache_reuses_a_last_prompt_chunk_computed_on_the_kernel(runner):
     kv.length = 60
     pool.release("b", kv, [5] * 60, prompt_len=60)
     assert pool.allocate("c", 400, [5] * 38 + [7])[1] == 32
+    assert pool.allocate("the same prompt", 400, [5] * 60)[1] == 59  # its last chunk has the same bounds again
 
     every = KVPool(runner.kv_shape, 100000, 4096, reuse_align=32, kernel_rows=32)  # every chunk on the kernel
     kv, _ = every.allocate("a", 400, list(range(100)))
@@ -277,8 +283,9 @@ def test_a_prompt_on_the_kernel_gives_the_bits_of_one_token_passes_whatever_its_
 @pytest.mark.parametrize("kernel_rows", [0, 16, 32])
 def test_engine_runs_short_last_chunks_on_the_kernel_and_reuses_them_exactly(runner, kernel_rows):
     """The engine's route for a prompt's chunks depends on the prompt alone (``exact_prompt_kernel_rows``), so
-    outputs with and without a prediction stay identical; a repeated prompt whose last chunk ran on the kernel
-    takes all of it but its last token from the prefix cache, and decodes as the fresh request did."""
+    outputs with and without a prediction stay identical; a repeated prompt takes all of it but its last token
+    from the prefix cache (its last chunk ran on the kernel, or on the library GEMM in the bounds a fresh request
+    gives it again), and decodes as the fresh request did; a shorter prompt reuses only what its own chunks allow."""
     if not runner.exact_kernel or runner.attention_kernel is None:
         pytest.skip("the padded route has no kernel; fp16 has no attention kernel: its prompts stay on the library")
     tokenizer = make_tiny_tokenizer()
@@ -302,8 +309,7 @@ def test_engine_runs_short_last_chunks_on_the_kernel_and_reuses_them_exactly(run
         for pred in (None, out):
             stats = {}
             assert run(cached, [r := request(p, 30, prediction=pred)], stats)[r.request_id] == out
-        whole = (len(p) - 1) // 32 * 32
-        assert stats[r.request_id].cached_tokens == (len(p) - 1 if kernel_rows else whole)
+        assert stats[r.request_id].cached_tokens == len(p) - 1  # the same prompt: its chunks' very bounds
         shorter = p[:-3] + [1]  # reuses positions of the last chunk computed with other bounds
         want = run(fresh, [r := request(shorter, 30, method="none")])[r.request_id]
         assert run(cached, [r := request(shorter, 30, prediction=out)], stats)[r.request_id] == want

@@ -88,6 +88,7 @@ class CacheEntry:
     kv: SeqKV
     reusable: int  # leading positions a new request may take (all of them, except with ``reuse_align``)
     kernel_from: int = 0  # with ``reuse_align``: every position from here on was computed on the kernel
+    prompt_len: int = 0  # the prompt it was computed for (its chunks' bounds), 0 if unknown
 
 
 class KVPool:
@@ -106,7 +107,8 @@ class KVPool:
         a chunk's keys/values depend on its bounds, unless it has at most ``kernel_rows`` rows before the prompt's
         last token and so runs on the kernel, each row alone, as decode steps do (:meth:`kernel_start`). A reused
         position's keys/values are those a fresh request would compute: from the same whole chunk on the library
-        GEMM, or, in a prompt's last chunk on the kernel, from any computation on the kernel."""
+        GEMM, or, in a prompt's last chunk on the kernel, from any computation on the kernel; and for the very prompt
+        of a cached entry (up to its last token), all of it: its chunks have the same bounds again."""
         self.shape = shape
         self.reuse_align = reuse_align
         self.kernel_rows = kernel_rows
@@ -144,7 +146,7 @@ class KVPool:
         reused = 0
         if entry is not None:
             reused = min(_common_prefix(entry.tokens, prompt), len(prompt) - 1)
-            if self.reuse_align:
+            if self.reuse_align and not self._same_chunks(entry, prompt, reused):
                 start = self.kernel_start(len(prompt))
                 whole = min(reused, entry.reusable, start)
                 whole -= whole % self.reuse_align
@@ -153,6 +155,13 @@ class KVPool:
             if reused > 0:
                 kv.copy_prefix_from(entry.kv, reused)
         return kv, reused
+
+    @staticmethod
+    def _same_chunks(entry: CacheEntry, prompt: list[int], reused: int) -> bool:
+        """Whether ``prompt`` is the entry's own prompt up to its last token: then a fresh request computes every
+        position before that token in chunks of the very bounds the entry's were computed in, so all of them are
+        reusable (a retried or repeated request, or the same prompt with and without a prediction)."""
+        return entry.prompt_len == len(prompt) and reused == len(prompt) - 1
 
     def kernel_start(self, prompt_len: int) -> int:
         """With ``reuse_align``: the position from which a fresh request with a prompt of this length computes
@@ -179,7 +188,7 @@ class KVPool:
         if self.reuse_align:
             kernel_from = self.kernel_start(max(1, prompt_len or 0))
             reusable = min(reusable, kernel_from) // self.reuse_align * self.reuse_align
-        self.cache[self._next_entry] = CacheEntry(kept, kv, reusable, kernel_from)
+        self.cache[self._next_entry] = CacheEntry(kept, kv, reusable, kernel_from, prompt_len or 0)
         self._next_entry += 1
         self._evict_until_fits(0)
 
