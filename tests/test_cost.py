@@ -50,14 +50,36 @@ def test_a_slow_first_pass_is_warm_up_not_measurement(monkeypatch):
     assert max(points) == max(cost.MEASURE_SIZES)
 
 
-class TwoSpeedRunner(SlowRunner):
-    """Passes of n tokens sleep ``unit * (1 + n / 32)`` (64 tokens: 3x one token), except that one pass of 64
-    tokens in four runs at twice the speed: a VM's long passes alternating between two speeds (as measured on
-    a Sapphire Rapids VM). No model runs."""
+class FakeClock:
+    """The measurement's clock (``cost.time``), which moves only when a fake runner's pass says how long it took:
+    the curve then sees exactly the costs the runner models, however busy the test machine is (real sleeps of a
+    few ms overshoot by more on a loaded machine, and that flattened a measured 3x to 2.3x in a CI run)."""
 
-    def __init__(self, unit: float = 0.004):
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(cost, "time", fake)
+    return fake
+
+
+class TwoSpeedRunner(SlowRunner):
+    """Passes of n tokens take ``unit * (1 + n / 32)`` on ``clock`` (64 tokens: 3x one token), except that one
+    pass of 64 tokens in four runs at twice the speed: a VM's long passes alternating between two speeds (as
+    measured on a Sapphire Rapids VM). No model runs."""
+
+    def __init__(self, clock: FakeClock, unit: float = 0.004):
         super().__init__(delay=0.0, run_model=False)
-        self.unit, self.long_passes = unit, 0
+        self.clock, self.unit, self.long_passes = clock, unit, 0
 
     def forward(self, segments, **kwargs):
         n = len(segments[0].tokens)
@@ -65,38 +87,38 @@ class TwoSpeedRunner(SlowRunner):
         if n == 64:
             self.long_passes += 1
             speed = 0.5 if self.long_passes % 4 == 3 else 1.0
-        time.sleep(self.unit * (1 + n / 32) * speed)
+        self.clock.sleep(self.unit * (1 + n / 32) * speed)
 
 
-def test_a_size_is_priced_by_the_median_of_paired_ratios_not_its_fastest_pass(monkeypatch):
+def test_a_size_is_priced_by_the_median_of_paired_ratios_not_its_fastest_pass(monkeypatch, clock):
     """The fastest 64-token pass ran at twice the usual speed: priced by fastest passes, 64 tokens would cost
     1.5x one token instead of 3x (and the policy would draft on a wrong curve). Each pass is paired with the
     one-token pass before it and a size takes the median ratio of the rounds."""
     monkeypatch.setattr(cost, "MEASURE_SIZES", (1, 2, 4, 8, 64))
     monkeypatch.setattr(cost, "MIN_SIZES", 5)
-    points = cost.measure_cost_points(TwoSpeedRunner(), context=8, rounds=4)
+    points = cost.measure_cost_points(TwoSpeedRunner(clock), context=8, rounds=4)
     assert 2.5 < points[64] <= 3.6
     assert 1.1 < points[8] < 1.6
 
 
 class StaircaseRunner(SlowRunner):
-    """Passes of n tokens sleep ``unit * (1 + 0.25 * ceil(n / 16))`` for n > 1 (tiles of 16 rows: 17 tokens cost
-    what 32 cost), one token ``unit``. No model runs."""
+    """Passes of n tokens take ``unit * (1 + 0.25 * ceil(n / 16))`` on ``clock`` for n > 1 (tiles of 16 rows: 17
+    tokens cost what 32 cost), one token ``unit``. No model runs."""
 
-    def __init__(self, unit: float = 0.004):
+    def __init__(self, clock: FakeClock, unit: float = 0.004):
         super().__init__(delay=0.0, run_model=False)
-        self.unit = unit
+        self.clock, self.unit = clock, unit
 
     def forward(self, segments, **kwargs):
         n = len(segments[0].tokens)
-        time.sleep(self.unit * (1 + (0.25 * -(-n // 16) if n > 1 else 0.0)))
+        self.clock.sleep(self.unit * (1 + (0.25 * -(-n // 16) if n > 1 else 0.0)))
 
 
-def test_the_curve_is_measured_on_both_sides_of_each_16_row_step():
+def test_the_curve_is_measured_on_both_sides_of_each_16_row_step(clock):
     """foretell's AMX kernels compute 16 rows a tile: 17 tokens cost about what 32 cost. Measured only at 16 and
     32 the curve priced 20 tokens between the two (the 0.5B on Sapphire Rapids: 1.21x one token against 1.43x
     measured); measured at 17 too, a draft of 16-31 tokens is priced as the step it is."""
-    points = cost.measure_cost_points(StaircaseRunner(unit=0.01), context=8, rounds=2)
+    points = cost.measure_cost_points(StaircaseRunner(clock, unit=0.01), context=8, rounds=2)
     model = CostModel(points)
     assert model.ratio(20) > 1.35 and model.ratio(16) < 1.35  # 1.5 and 1.25 here
     assert model.ratio(36) > 1.6 and model.ratio(32) < 1.6  # 1.75 and 1.5
