@@ -43,6 +43,13 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    "rotary embeddings as torch's modules do instead of foretell's kernel (which fuses each into one "
                    "call and each residual addition into the next norm: one-token passes ~0.9x the time; a few values "
                    "may differ in the last bit, so a near-tie may decode differently than with the flag)")
+    int8 = g.add_mutually_exclusive_group()
+    int8.add_argument("--int8-linears", dest="int8_linears", action="store_const", const=True, default=None,
+                      help="exact mode on a CPU with AVX512-VNNI: linear layers converted from GGUF blocks (Q5_0, Q8_0, "
+                      "Q4_K) compute decode and verify rows as llama.cpp does, with int8 inputs and exact int32 sums "
+                      "(fewer bytes read; not the bf16 model's values). Default: on with VNNI but no AMX")
+    int8.add_argument("--no-int8-linears", dest="int8_linears", action="store_const", const=False,
+                      help="keep the bf16 weights' route where int8 products would be on by default")
     g.add_argument("--cpu-linears", default="dispatch", choices=["dispatch", "lean", "packed"],
                    help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or foretell's small-pass "
                    "GEMM (oneDNN packed weights where it cannot be built), whichever start-up measured faster for "
@@ -56,7 +63,8 @@ def _engine_config(args: argparse.Namespace, **overrides):
 
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len,
                   exact=getattr(args, "exact", None), cpu_linears=getattr(args, "cpu_linears", "dispatch"),
-                  argmax_head=getattr(args, "argmax_head", True), layer_glue=getattr(args, "layer_glue", True))
+                  argmax_head=getattr(args, "argmax_head", True), layer_glue=getattr(args, "layer_glue", True),
+                  int8_linears=getattr(args, "int8_linears", None))
     for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k",
                  "prefix_cache"):
         value = getattr(args, name, None)

@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the engine in exact (batch-invariant) mode (default: the engine's choice, "
                        "see `foretell serve --help`)")
     exact.add_argument("--no-exact", dest="exact", action="store_const", const=False, help="exact mode off")
+    int8 = p.add_mutually_exclusive_group()
+    int8.add_argument("--int8-linears", dest="int8_linears", action="store_const", const=True, default=None,
+                      help="exact mode's int8 products on GGUF blocks on (default: the engine's choice, see `foretell "
+                      "serve --help`)")
+    int8.add_argument("--no-int8-linears", dest="int8_linears", action="store_const", const=False,
+                      help="exact mode's int8 products off: the bf16 weights' route")
     p.add_argument("--repeat", type=_at_least_one, default=1,
                    help="runs per task of n-gram lookup and of foretell (interleaved; plain runs once): the median run is "
                         "reported with every run's wall time beside it (default 1)")
@@ -125,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         k_max=args.k_max,
         adaptive_k=not args.fixed_k,
         exact=args.exact,
+        int8_linears=args.int8_linears,
         cost_curve=args.cost_curve,
         peers_on=tuple(s.strip() for s in args.peers_on.split(",") if s.strip()),
         record_only=args.record_only,

@@ -411,6 +411,7 @@ class BenchOptions:
     k_max: int | None = None
     adaptive_k: bool = True
     exact: bool | None = None  # the engine's batch-invariant mode (None: the engine's default)
+    int8_linears: bool | None = None  # exact mode's int8 products on GGUF blocks (None: the engine's default)
     cost_curve: str = "measured"  # measured (the engine's cached start-up measurement) | reference
     concurrency: tuple[int, ...] = (1, 4, 8)
     concurrency_max_tokens: int = 256
@@ -451,7 +452,8 @@ def load_engine(opts: BenchOptions):
     """(engine, model name, dtype name). Tiny: the random fp32 test model; else ``LLMEngine.from_config``."""
     from foretell.engine.llm_engine import LLMEngine
 
-    overrides = {"prefix_cache": False, "adaptive_k": opts.adaptive_k, "exact": opts.exact}
+    overrides = {"prefix_cache": False, "adaptive_k": opts.adaptive_k, "exact": opts.exact,
+                 "int8_linears": opts.int8_linears}
     if opts.k_max is not None:
         overrides["k_max"] = opts.k_max
     if opts.tiny:
@@ -761,6 +763,7 @@ class Bench:
             "engine_config": {k: v for k, v in asdict(cfg).items()},
             "k_policy": k_policy,
             "exact": self.engine.runner.exact,
+            "int8_layers": getattr(self.engine.runner, "int8_layers", 0),
             "cost_curve": {str(k): v for k, v in cost.items()} if cost else None,
             "cost_curve_source": "reference (REFERENCE §4, Qwen bf16 on an AVX-512/AMX CPU)"
             if self.opts.cost_curve == "reference" or self.opts.tiny else "measured at start-up (cached)",

@@ -80,6 +80,7 @@ static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v); }
 #error "foretell's CPU GEMM needs AVX2 + FMA or AVX-512"
 #endif
 
+enum { GGUF_Q8_0 = 8, GGUF_Q5_0 = 6, GGUF_Q4_K = 12 }; /* GGUF block formats (type ids) */
 #define NB 4         /* weight rows per block */
 #define MB 4         /* input rows per tile */
 
@@ -294,7 +295,6 @@ DEFINE_LINEAR(foretell_linear_bf16dot, bf16, bf16, tile_dot)
  * about what reading the bf16 weights saves beyond one input tile, so the engine uses it for passes of up to 4
  * rows (a decode step, short verify passes) and the bf16 weights for longer ones. Q6_K is not decoded: its
  * 6-bit values took longer to put together than its bf16 weights took to read (2-core AMD EPYC). */
-enum { GGUF_Q8_0 = 8, GGUF_Q5_0 = 6, GGUF_Q4_K = 12 };
 static inline float half1(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 static inline __m512i bf16x32(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
 static inline __m512 scaled(__m512i q, float s) { return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(s)); }
@@ -1685,5 +1685,371 @@ void foretell_silu_mul_bf16(const bf16 *g, const bf16 *u, int ld, bf16 *y, int M
             bstore_m(ym + n, round_bf16_v(_mm512_mul_ps(s, bload_m(um + n, in))), in);
         }
     }
+}
+#endif
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
+/* ---- int8 products on GGUF blocks (VPDPBUSD), for CPUs with AVX512-VNNI ----
+ * foretell_linear_q8: y = x W^T (+ b) where W is given as GGUF blocks (Q5_0, Q8_0, Q4_K) and x is fp32, the way
+ * llama.cpp computes a quantized model: each row of x is cut into blocks of 32 values and each block scaled to
+ * int8 (dx = max |x| / 127, qx = x 127 / max |x| rounded to the nearest, ties to even); a block's products are
+ * summed exactly in int32 by VPDPBUSD (64 products an instruction), then scaled by the weight block's and the input
+ * block's scales in fp32. Not the bf16 model's bits: its own numbers (those of the GGUF file's weights, exactly,
+ * and of int8 inputs), the same in every pass: each output is one fixed sequence of instructions over its own
+ * input row and weight row (16 lanes of float sums over the blocks, then one horizontal sum), whatever M.
+ * A chunk of 64 values (two 32-value blocks; for Q4_K two of its 32-value sub-blocks) is one vector:
+ *   Q5_0: q in 0..31 unsigned, w = d (q - 16): VPDPBUSD(q, qx) from -16 * (the sum of each lane's 4 qx);
+ *   Q8_0: q signed, w = d q: VPDPBUSD(|q|, qx with q's sign);
+ *   Q4_K: q in 0..15, w = d sc q - dmin m: VPDPBUSD(q, qx) scaled by d sc, plus, per super-block, each
+ *         sub-block's sum of qx scaled by its dx and by -dmin m.
+ * Four chunks' lane sums are folded into one vector before they are scaled (q8_group_sum), so the fp32 work is a
+ * quarter of one conversion, product and sum per chunk (without that, passes of 16 rows and more were slower than
+ * the bf16 weights' fp32 FMAs on a 2-core Cascade Lake: both bound by the one FMA port).
+ * Each thread decodes a block of 4 weight rows once into a buffer (values as bytes, scales as floats), then runs
+ * tiles of 4 weight rows x 4 input rows from it. K must be a multiple of 64 (256 for Q4_K). */
+enum { Q8_NB = 4, Q8_MB = 4 };
+
+static inline float half_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+static inline __m512 two_scales(float a, float b) {
+    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+
+/* Q4_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4) */
+static inline void q4k_scale_min(const uint8_t *sc, int j, int *s, int *m) {
+    *s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+    *m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+}
+
+/* A group is 4 chunks (256 values: 8 blocks of 32, a Q4_K super-block). Each (weight row, input row) pair sums a
+ * group's 4 VPDPBUSD results into one vector before the floats (q8_group_sum): a block's 8 lanes become 2, so its
+ * int32 partial sums are converted, scaled and added once per group instead of once per chunk, a quarter of the
+ * fp32 work (the FMA port bounds these passes). Its lanes then hold blocks 0 2 4 6 | 0 2 4 6 | 1 3 5 7 | 1 3 5 7
+ * (of the group's 8, per 128 bits): Q8_GROUP_ORDER, the order of the group's scale vectors (q8_group_order). Chunks past the last
+ * whole group take one vector each, as they are. */
+static inline __m512i q8_group_sum(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi64(p2, p3), _mm512_unpackhi_epi64(p2, p3));
+    const __m512 a = _mm512_castsi512_ps(t0), b = _mm512_castsi512_ps(t1);
+    return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                            _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+/* 8 scales (of a group's blocks) in Q8_GROUP_ORDER */
+static inline __m512 q8_group_order(const float *s8) {
+    const __m512i order = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7); /* Q8_GROUP_ORDER */
+    return _mm512_permutexvar_ps(order, _mm512_castps256_ps512(_mm256_loadu_ps(s8)));
+}
+
+/* The input rows as the tiles read them, per row: qx (the int8 values); per chunk c of 64 values xs (16 lanes:
+ * block 2c's scale in lanes 0-7, 2c + 1's in 8-15) and xi (Q5_0: -16 times each lane's sum of its 4 values); per
+ * group g xg (its 8 blocks' scales in Q8_GROUP_ORDER); for Q4_K per super-block xsb (lanes 0-7: each sub-block's
+ * scale times the sum of its values; 8-15 zero). */
+typedef struct {
+    int8_t *qx;
+    __m512 *xs, *xg, *xsb;
+    __m512i *xi;
+    int chunks, groups, supers;
+} q8_input;
+
+static int q8_prepare(const float *x, int M, int K, int fmt, q8_input *in) {
+    const int chunks = K / 64, groups = K / 256, supers = K / 256;
+    in->chunks = chunks;
+    in->groups = groups;
+    in->supers = supers;
+    in->qx = aligned_alloc(64, ((size_t)M * K + 63) / 64 * 64);
+    in->xs = aligned_alloc(64, (size_t)M * chunks * sizeof(__m512));
+    in->xg = aligned_alloc(64, ((size_t)M * groups + 1) * sizeof(__m512));
+    in->xi = fmt == GGUF_Q5_0 ? aligned_alloc(64, (size_t)M * chunks * sizeof(__m512i)) : NULL;
+    in->xsb = fmt == GGUF_Q4_K ? aligned_alloc(64, ((size_t)M * supers + 1) * sizeof(__m512)) : NULL;
+    if (!in->qx || !in->xs || !in->xg || (fmt == GGUF_Q5_0 && !in->xi) || (fmt == GGUF_Q4_K && !in->xsb)) return -1;
+    for (int m = 0; m < M; m++) {
+        float d8[8], dsum[8];
+        for (int c = 0; c < chunks; c++) {
+            float d[2];
+            int sums[2];
+            for (int h = 0; h < 2; h++) {
+                const float *p = x + (size_t)m * K + 64 * c + 32 * h;
+                __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
+                float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+                if (!(amax <= 3.0e38f)) return -2; /* inf or NaN */
+                float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+                d[h] = amax / 127.0f;
+                __m512i i0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                __m512i i1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                int8_t *o = in->qx + (size_t)m * K + 64 * c + 32 * h;
+                _mm_storeu_si128((__m128i *)o, _mm512_cvtsepi32_epi8(i0));
+                _mm_storeu_si128((__m128i *)(o + 16), _mm512_cvtsepi32_epi8(i1));
+                sums[h] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+            }
+            in->xs[(size_t)m * chunks + c] = two_scales(d[0], d[1]);
+            d8[2 * (c % 4)] = d[0];
+            d8[2 * (c % 4) + 1] = d[1];
+            if (c % 4 == 3 && c / 4 < groups) in->xg[(size_t)m * groups + c / 4] = q8_group_order(d8);
+            const __m512i xv = _mm512_loadu_si512((const void *)(in->qx + (size_t)m * K + 64 * c));
+            if (in->xi)
+                in->xi[(size_t)m * chunks + c] = _mm512_sub_epi32(
+                    _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), xv));
+            if (in->xsb) {
+                dsum[2 * (c % 4)] = d[0] * (float)sums[0];
+                dsum[2 * (c % 4) + 1] = d[1] * (float)sums[1];
+                if (c % 4 == 3)
+                    in->xsb[(size_t)m * supers + c / 4] = _mm512_maskz_mov_ps(0xFF, _mm512_castps256_ps512(_mm256_loadu_ps(dsum)));
+            }
+        }
+    }
+    return 0;
+}
+
+static void q8_release(q8_input *in) {
+    free(in->qx);
+    free(in->xs);
+    free(in->xg);
+    free(in->xi);
+    free(in->xsb);
+}
+
+/* nb (<= Q8_NB) weight rows decoded into the thread's buffer: vals[c][i] (a chunk's 64 values as bytes),
+ * scales[c][i] (2 floats: block 2c's scale and 2c + 1's; Q4_K: d sc of its two sub-blocks), gscales[g][i] (group
+ * g's 8 scales in Q8_GROUP_ORDER) and, for Q4_K, mins[s][i] (super-block s: lanes 0-7 - dmin m of its sub-blocks,
+ * 8-15 zero) */
+static inline __attribute__((always_inline)) void q8_decode(const uint8_t *w, size_t row_bytes, const int fmt,
+                                                            int nb, int chunks, __m512i *vals, float *scales,
+                                                            __m512 *gscales, __m512 *mins) {
+    const __m512i low4 = _mm512_set1_epi8(15);
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *row = w + (size_t)i * row_bytes;
+        if (fmt == GGUF_Q4_K) {
+            for (int sb = 0; sb < chunks / 4; sb++) {
+                const uint8_t *s = row + (size_t)sb * 144;
+                uint32_t u[4]; /* ggml's unpacking of the 12 bytes: u[0..1] the 8 scales, u[2..3] the 8 mins */
+                memcpy(u, s + 4, 12);
+                u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+                const uint32_t aux = u[1] & 0x3f3f3f3f;
+                u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+                u[2] = aux;
+                u[0] &= 0x3f3f3f3f;
+                const __m128i bytes = _mm_loadu_si128((const __m128i *)u);
+                const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(half_at(s)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
+                const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(-half_at(s + 2)),
+                                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))));
+                mins[(size_t)sb * Q8_NB + i] = _mm512_maskz_mov_ps(0xFF, _mm512_castps256_ps512(mn));
+                float scl[8];
+                _mm256_storeu_ps(scl, sc);
+                gscales[(size_t)sb * Q8_NB + i] = q8_group_order(scl);
+                for (int t = 0; t < 4; t++) {
+                    const int c = 4 * sb + t;
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(s + 16 + 32 * t));
+                    vals[(size_t)c * Q8_NB + i] =
+                        _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
+                    scales[((size_t)c * Q8_NB + i) * 2] = scl[2 * t];
+                    scales[((size_t)c * Q8_NB + i) * 2 + 1] = scl[2 * t + 1];
+                }
+            }
+            continue;
+        }
+        for (int c = 0; c < chunks; c++) {
+            __m512i *v = vals + (size_t)c * Q8_NB + i;
+            float *ws = scales + ((size_t)c * Q8_NB + i) * 2;
+            if (fmt == GGUF_Q5_0) {
+                const uint8_t *a = row + (size_t)c * 44, *bb = a + 22;
+                uint32_t ha, hb;
+                memcpy(&ha, a + 2, 4);
+                memcpy(&hb, bb + 2, 4);
+                __m512i q = _mm512_inserti32x4(_mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(a + 6))),
+                                               _mm_loadu_si128((const __m128i *)(bb + 6)), 2);
+                q = _mm512_shuffle_i64x2(q, q, 0xA0);                       /* qa qa qb qb (128-bit lanes) */
+                q = _mm512_mask_srli_epi16(q, (__mmask32)0xFF00FF00, q, 4); /* qa, qa >> 4, qb, qb >> 4 */
+                q = _mm512_and_si512(q, low4);
+                *v = _mm512_mask_add_epi8(q, (__mmask64)ha | ((__mmask64)hb << 32), q, _mm512_set1_epi8(16));
+                ws[0] = half_at(a);
+                ws[1] = half_at(bb);
+            } else {
+                const uint8_t *a = row + (size_t)c * 68, *bb = a + 34;
+                ws[0] = half_at(a);
+                ws[1] = half_at(bb);
+                *v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
+                                        _mm256_loadu_si256((const __m256i *)(bb + 2)), 1);
+            }
+            if (c % 4 == 3) {
+                float s8[8];
+                for (int t = 0; t < 4; t++) {
+                    s8[2 * t] = scales[((size_t)(c - 3 + t) * Q8_NB + i) * 2];
+                    s8[2 * t + 1] = scales[((size_t)(c - 3 + t) * Q8_NB + i) * 2 + 1];
+                }
+                gscales[(size_t)(c / 4) * Q8_NB + i] = q8_group_order(s8);
+            }
+        }
+    }
+}
+
+/* one chunk's int32 lane sums for weight vector wv and input chunk xv (from ``init``: Q5_0's offset) */
+static inline __attribute__((always_inline)) __m512i q8_dot(const int fmt, __m512i init, __m512i wv, __m512i xv) {
+    if (fmt == GGUF_Q8_0)
+        return _mm512_dpbusd_epi32(init, _mm512_abs_epi8(wv),
+                                   _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), _mm512_setzero_si512(), xv));
+    return _mm512_dpbusd_epi32(init, wv, xv);
+}
+
+/* nb (<= Q8_NB) decoded weight rows times mb (<= Q8_MB) input rows from row m0 of ``in``: y[j, i] (N apart) */
+static inline __attribute__((always_inline)) void q8_tile(const __m512i *vals, const float *scales,
+                                                          const __m512 *gscales, const __m512 *mins, const int fmt,
+                                                          const q8_input *in, int m0, int K, float *y,
+                                                          const float *b, int N, const int nb, const int mb) {
+    __m512 acc[Q8_NB][Q8_MB];
+    for (int i = 0; i < Q8_NB; i++)
+        for (int j = 0; j < Q8_MB; j++) acc[i][j] = _mm512_setzero_ps();
+    const int chunks = in->chunks, groups = in->groups;
+    for (int g = 0; g < groups; g++) {
+        const int c = 4 * g;
+        for (int j = 0; j < mb; j++) {
+            const int8_t *xr = in->qx + (size_t)(m0 + j) * K + 64 * c;
+            const __m512i x0 = _mm512_load_si512((const void *)xr), x1 = _mm512_load_si512((const void *)(xr + 64));
+            const __m512i x2 = _mm512_load_si512((const void *)(xr + 128)), x3 = _mm512_load_si512((const void *)(xr + 192));
+            __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
+            if (fmt == GGUF_Q5_0) {
+                const __m512i *xi = in->xi + (size_t)(m0 + j) * chunks + c;
+                i0 = xi[0], i1 = xi[1], i2 = xi[2], i3 = xi[3];
+            }
+            const __m512 xg = in->xg[(size_t)(m0 + j) * groups + g];
+            for (int i = 0; i < nb; i++) {
+                const __m512i *wv = vals + (size_t)c * Q8_NB + i;
+                const __m512i r = q8_group_sum(q8_dot(fmt, i0, wv[0], x0), q8_dot(fmt, i1, wv[Q8_NB], x1),
+                                               q8_dot(fmt, i2, wv[2 * Q8_NB], x2), q8_dot(fmt, i3, wv[3 * Q8_NB], x3));
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(gscales[(size_t)g * Q8_NB + i], xg),
+                                            acc[i][j]);
+            }
+            if (fmt == GGUF_Q4_K) { /* the super-block's mins: - dmin m_b times dx_b sum(qx_b) */
+                const __m512 xsb = in->xsb[(size_t)(m0 + j) * in->supers + g];
+                for (int i = 0; i < nb; i++)
+                    acc[i][j] = _mm512_fmadd_ps(mins[(size_t)g * Q8_NB + i], xsb, acc[i][j]);
+            }
+        }
+    }
+    for (int c = 4 * groups; c < chunks; c++) /* Q5_0, Q8_0: the chunks past the last whole group */
+        for (int j = 0; j < mb; j++) {
+            const __m512i xv = _mm512_load_si512((const void *)(in->qx + (size_t)(m0 + j) * K + 64 * c));
+            const __m512 xs = in->xs[(size_t)(m0 + j) * chunks + c];
+            const __m512i init = fmt == GGUF_Q5_0 ? in->xi[(size_t)(m0 + j) * chunks + c] : _mm512_setzero_si512();
+            for (int i = 0; i < nb; i++) {
+                const float *sp = scales + ((size_t)c * Q8_NB + i) * 2;
+                const __m512i p = q8_dot(fmt, init, vals[(size_t)c * Q8_NB + i], xv);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(two_scales(sp[0], sp[1]), xs),
+                                            acc[i][j]);
+            }
+        }
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < mb; j++)
+            y[(size_t)j * N + i] = _mm512_reduce_add_ps(acc[i][j]) + (b ? b[i] : 0.0f);
+}
+
+#define Q8_TILE_ROWS(NAME, FMT)                                                                               \
+static void NAME(const uint8_t *w, size_t row_bytes, const q8_input *in, int M, int K, float *y,              \
+                 const float *b, int N, int nb, __m512i *vals, float *scales, __m512 *gscales, __m512 *mins) { \
+    q8_decode(w, row_bytes, FMT, nb, in->chunks, vals, scales, gscales, mins);                                \
+    for (int m0 = 0; m0 < M; m0 += Q8_MB) {                                                                   \
+        const int mb = M - m0 < Q8_MB ? M - m0 : Q8_MB;                                                       \
+        float *ym = y + (size_t)m0 * N;                                                                       \
+        if (nb == Q8_NB) {                                                                                    \
+            switch (mb) {                                                                                     \
+            case 4: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 4); break;          \
+            case 3: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 3); break;          \
+            case 2: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 2); break;          \
+            default: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 1); break;         \
+            }                                                                                                 \
+            continue;                                                                                         \
+        }                                                                                                     \
+        for (int i = 0; i < nb; i++) /* each alone: the same instructions per output as in a full block */    \
+            q8_tile(vals + i, scales + 2 * i, gscales + i, mins + i, FMT, in, m0, K, ym + i, b ? b + i : 0, N, \
+                    1, mb);                                                                                   \
+    }                                                                                                         \
+}
+Q8_TILE_ROWS(q8_tile_rows_q5_0, GGUF_Q5_0)
+Q8_TILE_ROWS(q8_tile_rows_q8_0, GGUF_Q8_0)
+Q8_TILE_ROWS(q8_tile_rows_q4_k, GGUF_Q4_K)
+
+static inline int q8_block_bytes(int fmt) {
+    return fmt == GGUF_Q8_0 ? 34 : fmt == GGUF_Q5_0 ? 22 : fmt == GGUF_Q4_K ? 144 : 0;
+}
+
+int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
+                       int threads) {
+    const int per = fmt == GGUF_Q4_K ? 256 : 32;
+    if (!q8_block_bytes(fmt) || K % 64 || K % per || M <= 0) return -1;
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
+    q8_input in = {0};
+    const int ok = q8_prepare(x, M, K, fmt, &in);
+    if (ok) { q8_release(&in); return ok == -2 ? -2 : -1; }
+    const int blocks = (N + Q8_NB - 1) / Q8_NB, chunks = K / 64;
+    int failed = 0;
+    #pragma omp parallel num_threads(threads)
+    {
+        __m512i *vals = aligned_alloc(64, (size_t)chunks * Q8_NB * sizeof(__m512i));
+        float *scales = aligned_alloc(64, ((size_t)chunks * Q8_NB * 2 * sizeof(float) + 63) / 64 * 64);
+        __m512 *gscales = aligned_alloc(64, ((size_t)chunks / 4 + 1) * Q8_NB * sizeof(__m512));
+        __m512 *mins = aligned_alloc(64, ((size_t)chunks / 4 + 1) * Q8_NB * sizeof(__m512));
+        if (!vals || !scales || !gscales || !mins) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int blk = 0; blk < blocks; blk++) {
+            if (!vals || !scales || !gscales || !mins) continue;
+            const int n0 = blk * Q8_NB, nb = N - n0 < Q8_NB ? N - n0 : Q8_NB;
+            const uint8_t *wb = w + (size_t)n0 * row_bytes;
+            for (size_t l = 0; l < (size_t)nb * row_bytes; l += 64) /* the next block's rows */
+                _mm_prefetch((const char *)(wb + (size_t)Q8_NB * row_bytes + l), _MM_HINT_T0);
+            float *yb = y + n0;
+            const float *bb = b ? b + n0 : 0;
+            if (fmt == GGUF_Q5_0) q8_tile_rows_q5_0(wb, row_bytes, &in, M, K, yb, bb, N, nb, vals, scales, gscales, mins);
+            else if (fmt == GGUF_Q8_0) q8_tile_rows_q8_0(wb, row_bytes, &in, M, K, yb, bb, N, nb, vals, scales, gscales, mins);
+            else q8_tile_rows_q4_k(wb, row_bytes, &in, M, K, yb, bb, N, nb, vals, scales, gscales, mins);
+        }
+        free(vals);
+        free(scales);
+        free(gscales);
+        free(mins);
+    }
+    q8_release(&in);
+    return failed ? -1 : 0;
+}
+
+/* the GGUF file's values of rows [n0, n0 + n) of w, in fp32 (ggml's reference decoder: exact products) */
+int foretell_q8_decode(const uint8_t *w, int fmt, int n0, int n, int K, float *out) {
+    const int per = fmt == GGUF_Q4_K ? 256 : 32;
+    if (!q8_block_bytes(fmt) || K % per) return -1;
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
+        float *o = out + (size_t)r * K;
+        for (int blk = 0; blk < K / per; blk++) {
+            const uint8_t *p = row + (size_t)blk * q8_block_bytes(fmt);
+            float *ob = o + (size_t)blk * per;
+            if (fmt == GGUF_Q8_0) {
+                for (int i = 0; i < 32; i++) ob[i] = half_at(p) * (float)(int8_t)p[2 + i];
+            } else if (fmt == GGUF_Q5_0) {
+                uint32_t qh;
+                memcpy(&qh, p + 2, 4);
+                for (int i = 0; i < 16; i++) {
+                    int lo = (p[6 + i] & 15) | (((qh >> i) & 1) << 4), hi = (p[6 + i] >> 4) | (((qh >> (i + 16)) & 1) << 4);
+                    ob[i] = half_at(p) * (float)(lo - 16);
+                    ob[i + 16] = half_at(p) * (float)(hi - 16);
+                }
+            } else {
+                const float d = half_at(p), dmin = half_at(p + 2);
+                for (int j = 0; j < 8; j += 2) {
+                    int s0, m0, s1, m1;
+                    q4k_scale_min(p + 4, j, &s0, &m0);
+                    q4k_scale_min(p + 4, j + 1, &s1, &m1);
+                    const uint8_t *q = p + 16 + 16 * j;
+                    for (int i = 0; i < 32; i++) {
+                        ob[32 * j + i] = d * (float)s0 * (float)(q[i] & 15) - dmin * (float)m0;
+                        ob[32 * j + 32 + i] = d * (float)s1 * (float)(q[i] >> 4) - dmin * (float)m1;
+                    }
+                }
+            }
+        }
+    }
+    return 0;
 }
 #endif

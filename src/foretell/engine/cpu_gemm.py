@@ -184,6 +184,29 @@ ratio of 8; ``benchmarks/results/run-2026-11-28-spr-fp32-glue``): AVX-512 build 
 0.94x, 17 tokens 0.94x, 64 tokens 0.95x, 128 tokens 0.96x, 256 tokens 0.89x; AVX2 build (``-mno-avx512f``, as on
 a CPU without AVX-512) 1 token 0.94x, 4 tokens 0.97x, 17-256 tokens 0.99-1.02x (compute-bound passes there).
 
+**int8 products on GGUF blocks** (since 2026-11-28; ``foretell_linear_q8``, builds for AVX512-VNNI;
+:meth:`CpuGemm.linear_int8`): the way llama.cpp computes a quantized model. Each input row is cut into blocks of
+32 values, each scaled to int8 by its largest magnitude; a block's 32 products with the weight block's integers
+(Q5_0, Q8_0, Q4_K) are summed exactly in int32 by VPDPBUSD (64 products an instruction), then scaled by the two
+blocks' scales in fp32, four chunks of 64 values folded together before the floats. It reads 0.56-1.06 bytes a
+weight instead of 2, and is not the bf16 model's arithmetic: the GGUF file's own weights (exactly) times int8
+inputs, so its values differ from the bf16 route's by about the int8 rounding (on the 0.5B's layers, random
+inputs with an outlier channel: 0.6-1.2% of the largest output). Each output is one fixed sequence of instructions over its own input row and weight
+row, whatever the number of rows, so exact mode uses it for the layers that have such blocks on CPUs with VNNI and
+without AMX (:func:`foretell.engine.runner.int8_by_default`; ``--no-int8-linears`` keeps the bf16 route). The
+0.5B's layers, cold weights, 2-core Cascade Lake Xeon (AVX-512 with VNNI, no BF16/AMX), ms per call, bf16
+weights' fp32 route -> int8 (fastest of 7, alternating; ``benchmarks/results/run-2026-11-28-cascadelake-int8``):
+
+    rows                     1              4              16             64
+    4864 x 896 Q5_0    0.588 -> 0.396  0.685 -> 0.469  1.316 -> 1.078  3.942 -> 3.751
+    896 x 4864 Q4_K    0.456 -> 0.437  0.535 -> 0.574  1.248 -> 1.099  4.671 -> 3.869
+    896 x 896 Q5_0     0.123 -> 0.075  0.147 -> 0.112  0.248 -> 0.213  0.738 -> 0.706
+
+Whole passes of the 0.5B in fp32 exact mode (600 cached tokens, the route on and off alternating in one
+process, median paired ratio of 6): 1 token 0.78x the time (64 against 82 ms), 4 tokens 0.89x, 16 tokens 0.92x,
+64 tokens 0.97x, 128 tokens 0.94x. Before the four chunks were folded (one conversion, product and sum per
+chunk and pair) passes of 16 rows and more were slower than the bf16 route: both were bound by the one FMA port.
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
@@ -215,6 +238,8 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 
 # GGUF block formats the kernel decodes: type id -> (values, bytes) per block
 GGUF_BLOCKS = {8: (32, 34), 6: (32, 22), 12: (256, 144)}  # Q8_0, Q5_0, Q4_K
+INT8_FORMATS = (8, 6, 12)
+"""GGUF block formats :meth:`CpuGemm.linear_int8` multiplies with int8 inputs (Q8_0, Q5_0, Q4_K)."""
 BLOCK_ROWS_MAX = 4
 """Passes of up to this many rows read a layer's GGUF blocks (one input tile: decoding costs about what the
 narrower weights save); longer ones read its bf16 weights. Same bits either way. On AMX tiles the engine's layers
@@ -292,6 +317,17 @@ class CpuGemm:
         if self._head_bounds_int8 is not None:
             self._head_bounds_int8.restype = ctypes.c_int
             self._head_bounds_int8.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 4
+        # int8 products on GGUF blocks (built only for AVX512-VNNI): llama.cpp's numerics, see linear_int8
+        self._linear_q8 = getattr(library, "foretell_linear_q8", None)
+        self._q8_decode = getattr(library, "foretell_q8_decode", None)
+        if self._linear_q8 is not None and self._q8_decode is not None:
+            self._linear_q8.restype = self._q8_decode.restype = ctypes.c_int
+            self._linear_q8.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 2 \
+                + [ctypes.c_int] * 4
+            self._q8_decode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                        ctypes.c_void_p]
+        else:
+            self._linear_q8 = self._q8_decode = None
         # a decoder layer's elementwise steps on bf16 rows (built only for AVX-512 with BW and VL): layer glue
         self._rmsnorm = getattr(library, "foretell_rmsnorm_bf16", None)
         self._silu_mul = getattr(library, "foretell_silu_mul_bf16", None)
@@ -410,6 +446,54 @@ class CpuGemm:
         out = torch.empty(1, heads, rows, dim, dtype=x.dtype)
         fn(x.data_ptr(), x.stride(2), x.stride(1), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), heads, rows, dim)
         return out
+
+    @property
+    def int8(self) -> bool:
+        """Whether this build has :meth:`linear_int8` (AVX512-VNNI)."""
+        return self._linear_q8 is not None
+
+    def int8_takes(self, blocks: GgufWeight | None) -> bool:
+        """Whether :meth:`linear_int8` takes ``blocks``: Q5_0, Q8_0 or Q4_K rows of a multiple of 64 values."""
+        return self.int8 and blocks is not None and blocks.fmt in INT8_FORMATS and blocks.shape[1] % 64 == 0
+
+    def decode_blocks(self, blocks: GgufWeight) -> torch.Tensor:
+        """float32 [N, K]: the GGUF file's values of ``blocks`` (ggml's reference decoder), what :meth:`linear_int8`
+        multiplies by."""
+        if not self.int8_takes(blocks):
+            raise TypeError("decode_blocks takes Q5_0, Q8_0 or Q4_K blocks on a build with AVX512-VNNI")
+        n, k = blocks.shape
+        out = torch.empty(n, k, dtype=torch.float32)
+        self._q8_decode(blocks.data.data_ptr(), blocks.fmt, 0, n, k, out.data_ptr())
+        return out
+
+    def linear_int8(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """float32 ``x`` W^T (+ ``bias``) for the weight W that ``blocks`` hold, computed as llama.cpp computes a
+        quantized model: each row of ``x`` cut into blocks of 32 values, each scaled to int8 (by max |x| / 127),
+        the int8 products of a block summed exactly in int32 (VPDPBUSD), then scaled by the two blocks' scales in
+        fp32. Not the bits of :meth:`linear` (nor its values exactly: int8 inputs), but every row's result depends
+        on its own input row alone, in every call. Rows with an inf or NaN give NaN. Returns float32 [*, N]."""
+        n, k = blocks.shape
+        if not self.int8_takes(blocks) or x.shape[-1] != k:
+            raise ValueError(f"linear_int8 takes rows of {k} values and blocks it reads (int8_takes)")
+        rows = x.reshape(-1, k).float().contiguous()
+        m = rows.shape[0]
+        result = torch.empty(m, n, dtype=torch.float32)
+        if bias is not None and (bias.dtype != torch.float32 or bias.shape != (n,) or not bias.is_contiguous()):
+            raise ValueError(f"linear_int8 takes a contiguous float32 bias of {n} values")
+        if m:
+            code = self._linear_q8(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
+                                   bias.data_ptr() if bias is not None else None, result.data_ptr(), m, n, k,
+                                   torch.get_num_threads())
+            if code == -2:  # an inf or NaN in some row: NaN where it is, the others computed alone
+                for i in range(m):
+                    one = result[i : i + 1]
+                    if self._linear_q8(rows[i : i + 1].data_ptr(), blocks.data.data_ptr(), blocks.fmt,
+                                       bias.data_ptr() if bias is not None else None, one.data_ptr(), 1, n, k,
+                                       torch.get_num_threads()) != 0:
+                        one.fill_(float("nan"))
+            elif code != 0:
+                raise RuntimeError(f"foretell_linear_q8 failed ({code})")
+        return result.reshape(*x.shape[:-1], n)
 
     @property
     def reads_blocks(self) -> bool:

@@ -88,7 +88,8 @@ class LLMEngine:
         runner, drafter = None, None
         if exact:  # the runner sets up its own linear layers
             try:
-                runner = ModelRunner(model, exact=True, argmax_head=config.argmax_head, layer_glue=config.layer_glue)
+                runner = ModelRunner(model, exact=True, argmax_head=config.argmax_head, layer_glue=config.layer_glue,
+                                     int8=config.int8_linears)
             except ExactModeUnavailable as exc:
                 if config.exact:
                     raise
@@ -114,6 +115,8 @@ class LLMEngine:
             route = ("|exact+kernel" if engine.runner.exact_kernel else "|exact") if exact else ""
             if engine.runner.block_layers or engine.runner.block_groups:  # blocks read, layers joined: another curve
                 route += f"|blocks={engine.runner.block_layers},groups={engine.runner.block_groups}"
+            if engine.runner.int8_layers:  # int8 products on GGUF blocks: another curve
+                route += f"|int8={engine.runner.int8_layers}"
             if engine.runner.lean:  # decode and verify passes skip transformers' wrappers: another curve
                 route += "|lean"
             key = f"{resolved.path}|prepacked={prepacked}{route}"

@@ -636,7 +636,8 @@ class ExactKernelLinear(torch.nn.Module):
     passes (up to ``HEAD_BUFFER_BYTES``), so a long verify pass does not fault in a fresh 78 MB for 128 rows of
     a 152k vocabulary; they are then valid until the next pass."""
 
-    def __init__(self, linear: torch.nn.Linear, gemm: CpuGemm, rows: ExactRows, keep_dense: bool = True):
+    def __init__(self, linear: torch.nn.Linear, gemm: CpuGemm, rows: ExactRows, keep_dense: bool = True,
+                 int8: bool = False):
         super().__init__()
         weight = linear.weight.detach()
         if weight.dtype == torch.float32:
@@ -655,6 +656,10 @@ class ExactKernelLinear(torch.nn.Module):
         self.out_features = linear.out_features
         self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
         self.blocks = _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
+        # int8 products on the GGUF blocks for the kernel's rows (int8_kernel_blocks): llama.cpp's numerics
+        self.int8 = _int8_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm) if int8 else None
+        if self.int8 is not None:
+            self.blocks = None
         self.group: SharedInputGroup | None = None  # siblings read with it in one call
         self.argmax: cpu_gemm.ArgmaxHead | None = None  # the output head's argmax route (exact_kernel_linears)
 
@@ -687,6 +692,8 @@ class ExactKernelLinear(torch.nn.Module):
         this layer), so a :class:`SharedInputGroup` may compute them all in one call."""
         if shared and self.group is not None and self.group.takes(x):
             return self.group.output(self, x)
+        if self.int8 is not None:
+            return self.gemm.linear_int8(x, self.int8, self.kernel_bias).to(x.dtype)
         if x.dtype == torch.bfloat16 == self.kernel_weight.dtype:  # natively where the CPU has AVX512-BF16
             return self.gemm.linear(x, self.kernel_weight, self.kernel_bias, **self._blocks)
         return self.gemm.linear(x.float(), self.kernel_weight, self.kernel_bias).to(x.dtype)
@@ -728,33 +735,36 @@ class SharedInputGroup:
     computed in one kernel call by the first of them to run; the others take their columns of that result.
     Each output is still its own dot product in the same order, so the bits are those of separate calls; what
     goes is the per-call cost (Python, the call, the threads' start), about a tenth of a one-token pass of the
-    0.5B. Two kinds:
+    0.5B. Three kinds:
 
     - ``weights`` (on AMX tiles): the siblings' bf16 weights laid end to end, for passes of any size. The layers'
       weights (the kernel's and the library's for prompt chunks) become views of the joined buffer.
     - blocks (elsewhere): their GGUF blocks laid end to end, for passes of up to
       :data:`~foretell.engine.cpu_gemm.BLOCK_ROWS_MAX` rows; the layers' blocks become views of the joined buffer.
+    - ``int8`` (exact mode's int8 products, :meth:`~foretell.engine.cpu_gemm.CpuGemm.linear_int8`): their GGUF
+      blocks of one format laid end to end, for passes of any size; each input row is quantized once for all.
 
-    Neither keeps extra memory."""
+    None keeps extra memory."""
 
-    def __init__(self, members: list[ExactKernelLinear], gemm: CpuGemm, weights: bool = False):
+    def __init__(self, members: list[ExactKernelLinear], gemm: CpuGemm, weights: bool = False, int8: bool = False):
         self.weight: torch.Tensor | None = None
         self.blocks: GgufWeight | None = None
+        self.int8 = int8
         if weights:
             self.weight = torch.cat([m.kernel_weight for m in members])
             offset = 0
             for m in members:
                 m.share_weight(self.weight[offset : offset + m.out_features])
                 offset += m.out_features
-        else:
-            first = members[0].blocks
-            data = torch.cat([m.blocks.data for m in members])
+        else:  # the members' blocks (the int8 route's, or those decoded to bf16) laid end to end
+            attr = "int8" if int8 else "blocks"
+            parts: list[GgufWeight] = [getattr(m, attr) for m in members]
+            data = torch.cat([part.data for part in parts])
             offset = 0
-            for m in members:
-                size = m.blocks.data.numel()
-                m.blocks = GgufWeight(first.fmt, data[offset : offset + size], m.blocks.shape)
-                offset += size
-            self.blocks = GgufWeight(first.fmt, data, (sum(m.out_features for m in members), first.shape[1]))
+            for m, part in zip(members, parts):
+                setattr(m, attr, GgufWeight(part.fmt, data[offset : offset + part.data.numel()], part.shape))
+                offset += part.data.numel()
+            self.blocks = GgufWeight(parts[0].fmt, data, (sum(m.out_features for m in members), parts[0].shape[1]))
         for m in members:
             m.group = self
         biases = [m.kernel_bias for m in members]
@@ -765,6 +775,8 @@ class SharedInputGroup:
 
     def takes(self, x: torch.Tensor) -> bool:
         rows = x.numel() // x.shape[-1]
+        if self.int8:
+            return rows > 0
         if self.weight is not None:
             return x.dtype == torch.bfloat16 and rows > 0
         return x.dtype == torch.bfloat16 and 0 < rows <= cpu_gemm.BLOCK_ROWS_MAX
@@ -775,7 +787,9 @@ class SharedInputGroup:
         same tensor and change it in between in no model this serves; inference tensors keep no version count
         to check that.)"""
         if x is not self._input or id(member) not in self._outputs:
-            if self.weight is not None:
+            if self.int8:
+                joined = self.gemm.linear_int8(x, self.blocks, self.bias).to(x.dtype)
+            elif self.weight is not None:
                 joined = self.gemm.linear(x, self.weight, self.bias)
             else:
                 joined = self.gemm.linear_blocks(x, self.blocks, self.bias)
@@ -799,7 +813,9 @@ class SharedInputGroup:
                 layers = [m for m in layers if isinstance(m, ExactKernelLinear) and m.group is None]
                 by_key: dict[tuple, list[ExactKernelLinear]] = {}
                 for m in layers:
-                    if gemm.amx:
+                    if m.int8 is not None:
+                        key = ("int8", m.int8.fmt, m.int8.shape[1], m.kernel_bias is None)
+                    elif gemm.amx:
                         key = ("weights", m.kernel_weight.shape[1], m.kernel_bias is None) if m.joins_weights() else None
                     else:
                         key = None if m.blocks is None else (m.blocks.fmt, m.blocks.shape[1], m.kernel_bias is None)
@@ -807,7 +823,7 @@ class SharedInputGroup:
                         by_key.setdefault(key, []).append(m)
                 for key, group in by_key.items():
                     if len(group) > 1:
-                        cls(group, gemm, weights=key[0] == "weights")
+                        cls(group, gemm, weights=key[0] == "weights", int8=key[0] == "int8")
                         made += 1
         return made
 
@@ -825,21 +841,42 @@ def _checked_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGe
     return blocks
 
 
-def exact_kernel_linears(model, argmax_head: bool = True) -> ExactRows | None:
+def _int8_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGemm) -> GgufWeight | None:
+    """``blocks`` where :meth:`CpuGemm.linear_int8` takes them and they hold this layer's weights (their values,
+    rounded to bf16, are the layer's bf16 weights: a model converted from these blocks), else None."""
+    if not gemm.int8_takes(blocks) or tuple(weight.shape) != blocks.shape:
+        return None
+    if not torch.equal(gemm.decode_blocks(blocks).bfloat16().view(torch.int16),
+                       weight.contiguous().bfloat16().view(torch.int16)):
+        log.warning("a layer's GGUF blocks do not hold its weights; it keeps its bf16 route")
+        return None
+    return blocks
+
+
+def int8_by_default(gemm: CpuGemm | None) -> bool:
+    """Whether exact mode's kernel rows take int8 products on GGUF blocks where a layer has them, when not asked:
+    on a CPU with AVX512-VNNI but without AMX (there bf16 tiles are faster and keep the bf16 model's values)."""
+    return gemm is not None and gemm.int8 and not gemm.amx
+
+
+def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = None) -> ExactRows | None:
     """Exact mode on foretell's CPU kernel: swap every ``nn.Linear`` (the output head too) for an
     :class:`ExactKernelLinear` sharing one :class:`ExactRows` (returned, for the runner to fill per pass).
     None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86).
     ``argmax_head``: where the build and the head take it, the head keeps an int8 copy for passes whose rows need
     only their argmax (:class:`foretell.engine.cpu_gemm.ArgmaxHead`: a bias-free head with a bf16 kernel weight,
-    on AMX int8 tiles or AVX2)."""
+    on AMX int8 tiles or AVX2). ``int8``: the layers (not the head) that keep GGUF blocks the build multiplies with
+    int8 inputs compute their kernel rows that way (:meth:`CpuGemm.linear_int8`); None = :func:`int8_by_default`."""
     param = next(model.parameters())
     gemm = cpu_gemm.load() if param.device.type == "cpu" else None
     if gemm is None:
         return None
     rows = ExactRows()
     head = model.get_output_embeddings()
-    _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head))
-    if gemm.reads_blocks or gemm.amx:
+    int8 = int8_by_default(gemm) if int8 is None else int8 and gemm.int8
+    _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head,
+                                                         int8=int8 and child is not head))
+    if gemm.reads_blocks or gemm.amx or int8:
         SharedInputGroup.join(model, gemm)
     head = model.get_output_embeddings()
     # without AMX, a bf16 head's short passes read its GGUF blocks where it has them (Q8_0: as few bytes)
@@ -1256,7 +1293,7 @@ class ModelRunner:
     """
 
     def __init__(self, model, exact: bool = False, cpu_attention: bool = True, argmax_head: bool = True,
-                 layer_glue: bool = True):
+                 layer_glue: bool = True, int8: bool | None = None):
         missing = unsupported_attention(model)
         if missing is not None:
             name = type(model).__name__
@@ -1284,7 +1321,7 @@ class ModelRunner:
         head = model.get_output_embeddings()  # outside exact mode, a CPU head with two kernels keeps its logits
         self._kept_head = head if isinstance(head, RowDispatchLinear) and not exact else None
         if exact:
-            self._exact_rows = exact_kernel_linears(self.model, argmax_head)
+            self._exact_rows = exact_kernel_linears(self.model, argmax_head, int8)
             if self._exact_rows is None:
                 make_row_invariant(self.model)
             else:
@@ -1340,6 +1377,13 @@ class ModelRunner:
         """How many linear layers read their GGUF blocks in short passes (:mod:`foretell.models.gguf_blocks`)."""
         return sum(m.blocks is not None for m in self.model.modules()
                    if isinstance(m, (ExactKernelLinear, RowDispatchLinear)))
+
+    @property
+    def int8_layers(self) -> int:
+        """How many linear layers compute their kernel rows with int8 products on GGUF blocks
+        (:meth:`CpuGemm.linear_int8`)."""
+        return sum(getattr(m, "int8", None) is not None for m in self.model.modules()
+                   if isinstance(m, ExactKernelLinear))
 
     @property
     def block_groups(self) -> int:

@@ -71,7 +71,8 @@ def save_blocks(reader: Any, model: Any, out_dir: Path) -> int:
 def attach_blocks(model: Any, model_dir: Path) -> int:
     """Give each linear layer of ``model`` whose blocks ``model_dir`` keeps a ``gguf_weight``
     (:class:`foretell.engine.cpu_gemm.GgufWeight`); a head tied to the embedding gets the embedding's. Returns how
-    many layers got one. Nothing for models off the CPU or not in bf16, where the kernel does not read blocks."""
+    many layers got one. Nothing for models off the CPU or in fp16, where the kernel does not read blocks (bf16: the
+    decoded blocks; fp32: int8 products, :meth:`foretell.engine.cpu_gemm.CpuGemm.linear_int8`)."""
     import torch
     from safetensors import safe_open
 
@@ -79,7 +80,7 @@ def attach_blocks(model: Any, model_dir: Path) -> int:
 
     path = Path(model_dir) / BLOCKS_FILE
     param = next(model.parameters())
-    if not path.is_file() or param.device.type != "cpu" or param.dtype != torch.bfloat16:
+    if not path.is_file() or param.device.type != "cpu" or param.dtype not in (torch.bfloat16, torch.float32):
         return 0
     head = model.get_output_embeddings()
     tied = bool(getattr(model.config, "tie_word_embeddings", False))

@@ -1,0 +1,235 @@
+"""Exact mode's int8 route: linear layers converted from GGUF blocks multiply them with int8 inputs (llama.cpp's
+numerics) on AVX512-VNNI, each row alone, so predictions stay lossless.
+
+The kernel is checked against an independent reference (gguf-py's decoder, numpy's rounding, float64 sums), for
+row independence in every pass size, and end to end: a tiny qwen2 written as a quantized GGUF, converted, loaded in
+fp32 with the route on, gives with perfect, edited, garbage and empty predictions, batched, every token that its
+own plain decoding gives, and its layers really read the blocks.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from foretell.config import EngineConfig
+from foretell.engine import cpu_gemm
+from foretell.engine.cpu_gemm import GgufWeight
+from foretell.engine.llm_engine import LLMEngine
+from foretell.engine.runner import ExactKernelLinear, ExactRows, ModelRunner, int8_by_default
+from foretell.models import loader
+from foretell.testing.tiny_gguf import random_blocks, write_tiny_qwen2_gguf
+from test_gguf_blocks import outputs, request  # the same requests and output collection as the bf16 blocks' tests
+
+gguf = pytest.importorskip("gguf")
+FORMATS = ["Q8_0", "Q5_0", "Q4_K"]
+
+
+def has_vnni() -> bool:
+    try:
+        return " avx512_vnni" in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    built = cpu_gemm.load()
+    if built is None or not built.int8:
+        assert not has_vnni(), "the CPU has AVX512-VNNI, but foretell's kernel did not build its int8 products"
+        pytest.skip("foretell's int8 products need AVX512-VNNI")
+    return built
+
+
+def blocks_of(fmt: str, rows: int, cols: int, seed: int = 0) -> tuple[GgufWeight, np.ndarray]:
+    """Random blocks of ``fmt`` and their values as gguf-py's reference decoder gives them (float32)."""
+    qtype = getattr(gguf.GGMLQuantizationType, fmt)
+    if fmt in ("Q8_0", "Q5_0"):
+        values = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32) * 0.05
+        raw = gguf.quants.quantize(values, qtype)
+    else:
+        raw = random_blocks(fmt, rows, cols, seed=seed)
+    decoded = gguf.quants.dequantize(raw, qtype).reshape(rows, cols).astype(np.float32)
+    data = torch.from_numpy(np.ascontiguousarray(raw).reshape(-1).copy())
+    return GgufWeight(int(qtype), data, (rows, cols)), decoded
+
+
+def reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """llama.cpp's scheme in float64: each 32 inputs scaled to int8 by max |x| / 127 (float32, rounded to the
+    nearest, ties to even), products of the scaled values and the weights summed exactly."""
+    m, k = x.shape
+    blocks = x.reshape(m, k // 32, 32).astype(np.float32)
+    amax = np.abs(blocks).max(axis=2, keepdims=True)
+    scale = (amax / np.float32(127)).astype(np.float32)
+    inverse = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    q = np.clip(np.rint(blocks * inverse), -127, 127)
+    y = (q * scale).reshape(m, k).astype(np.float64) @ w.astype(np.float64).T
+    return y if bias is None else y + bias
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_blocks_decode_as_gguf_decodes_them(gemm, fmt):
+    weight, decoded = blocks_of(fmt, 12, 512, seed=1)
+    assert np.array_equal(gemm.decode_blocks(weight).numpy(), decoded)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(gemm, fmt):
+    """Against the float64 reference (to float32 rounding of the sums), with an outlier channel and a bias; every
+    row the same bits alone and in passes of 1-9 rows; a row with an inf is NaN, the others unchanged."""
+    weight, decoded = blocks_of(fmt, 37, 512, seed=2)
+    bias = torch.randn(37, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(9, 512, generator=torch.Generator().manual_seed(1))
+    x[:, 7] = 20.0  # an outlier: its block's other values lose precision, as in llama.cpp
+    got = gemm.linear_int8(x, weight, bias)
+    want = reference(x.numpy(), decoded, bias.numpy().astype(np.float64))
+    size = np.abs(x.numpy()).astype(np.float64) @ np.abs(decoded).astype(np.float64).T + 1.0
+    assert np.all(np.abs(got.numpy() - want) <= 2e-6 * size)
+    # far from the fp32 product where the quantization says so, and only there
+    exact = x.double().numpy() @ decoded.astype(np.float64).T + bias.numpy()
+    assert not np.allclose(got.numpy(), exact, rtol=0, atol=1e-4)
+    for rows in range(1, 10):
+        for start in range(0, 9 - rows + 1, 4):
+            part = gemm.linear_int8(x[start : start + rows].clone(), weight, bias)
+            assert torch.equal(part, got[start : start + rows])
+    broken = x.clone()
+    broken[3, 100] = float("inf")
+    out = gemm.linear_int8(broken, weight, bias)
+    assert torch.isnan(out[3]).all() and torch.equal(out[torch.arange(9) != 3], got[torch.arange(9) != 3])
+
+
+def test_a_format_or_width_it_cannot_take_is_refused(gemm):
+    weight, _ = blocks_of("Q8_0", 8, 96)  # 96 values a row: not a multiple of 64
+    assert not gemm.int8_takes(weight)
+    with pytest.raises(ValueError, match="linear_int8 takes"):
+        gemm.linear_int8(torch.ones(1, 96), weight)
+
+
+def test_a_layer_takes_the_int8_route_only_for_blocks_of_its_own_weights(gemm):
+    weight, decoded = blocks_of("Q5_0", 37, 512, seed=4)
+    other, _ = blocks_of("Q5_0", 37, 512, seed=5)
+
+    def layer(blocks, int8=True):
+        linear = torch.nn.Linear(512, 37, bias=True)
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(decoded).bfloat16().float())  # the converted model's weights
+        linear.gguf_weight = blocks
+        return ExactKernelLinear(linear, gemm, ExactRows(), int8=int8)
+
+    assert layer(other).int8 is None  # not its weights
+    assert layer(weight, int8=False).int8 is None
+    taken = layer(weight)
+    assert taken.int8 is weight
+    x = torch.randn(3, 512, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got = taken(x)
+        assert torch.equal(got, gemm.linear_int8(x, weight, taken.kernel_bias))
+        weight.data.copy_(other.data)  # really read: other blocks give another result
+        assert not torch.equal(taken(x), got)
+
+
+def test_on_by_default_only_without_amx(gemm):
+    assert int8_by_default(gemm) == (not gemm.amx)
+    assert not int8_by_default(None)
+
+
+# ------------------------------------------------------------------ a quantized GGUF, converted and served in fp32
+
+
+def block_format(name: str) -> str | None:
+    """The packaged Q4_K_M files' mix: Q5_0 (q, k, gate, up), Q8_0 (v, o), Q4_K and Q6_K (down)."""
+    if name == "token_embd.weight" or ".attn_q." in name or ".attn_k." in name or ".ffn_up." in name \
+            or ".ffn_gate." in name:
+        return "Q5_0"
+    if ".attn_v." in name or ".attn_output." in name:
+        return "Q8_0"
+    if ".ffn_down." in name:
+        return "Q4_K" if name.startswith("blk.0.") else "Q6_K"
+    return None
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("quantized-int8")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FORETELL_CACHE_DIR", str(root / "cache"))
+        gguf_file = root / "tiny-q.gguf"
+        write_tiny_qwen2_gguf(gguf_file, hidden_size=256, intermediate_size=512, block_format=block_format)
+        resolved = loader.resolve_model(str(gguf_file), progress=False)
+    return resolved.path
+
+
+def runner_for(path, int8: bool) -> ModelRunner:
+    return ModelRunner(loader.load_model(path, torch.float32, "cpu"), exact=True, int8=int8)
+
+
+def test_the_layers_read_their_blocks_in_groups_with_the_bits_of_separate_calls(gemm, converted, monkeypatch):
+    """Every linear layer with Q5_0, Q8_0 or Q4_K blocks takes the route (13 of 14; not the Q6_K one, nor the head);
+    q/k and gate/up run as one call each, and a pass's logits equal to the bit those of one call per layer."""
+    from foretell.engine.kv_cache import SeqKV
+    from foretell.engine.runner import Segment
+
+    runners = {grouped: runner_for(converted, int8=True) for grouped in (True, False)}
+    assert runners[True].int8_layers == 13
+    names = [n for n, m in runners[True].model.named_modules() if isinstance(m, ExactKernelLinear) and m.int8 is None]
+    assert names == ["model.layers.1.mlp.down_proj", "lm_head"]
+    for m in runners[False].model.modules():
+        if isinstance(m, ExactKernelLinear):
+            m.group = None
+    groups = {id(m.group): m.group for m in runners[True].model.modules() if getattr(m, "group", None)}
+    assert sorted(len(g.members) for g in groups.values()) == [2, 2, 2, 2]  # q+k and gate+up in both layers
+    calls = []
+    kernel = runners[True].model.lm_head.gemm
+    original = kernel._linear_q8
+    monkeypatch.setattr(kernel, "_linear_q8", lambda *args: calls.append(args[5]) or original(*args))
+    rng = random.Random(1)
+    prompt = [rng.randrange(256) for _ in range(20)]
+    for n in (1, 3, 17):
+        tokens = [rng.randrange(256) for _ in range(n)]
+        logits, counts = {}, {}
+        for grouped, runner in runners.items():
+            kv = SeqKV(runner.kv_shape, 64, 64)
+            runner.forward([Segment(kv, prompt, 1)])
+            kv.length = len(prompt)
+            calls.clear()
+            logits[grouped] = runner.forward([Segment(kv, tokens, n)])[0]
+            counts[grouped] = len(calls)
+        assert torch.equal(logits[True], logits[False])
+        assert counts[False] == 13 and counts[True] == 9  # 4 calls fewer: q+k, gate+up in each layer
+        assert set(calls) == {n}
+
+
+def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
+    """Plain decoding, then perfect, edited, garbage, empty and over-long predictions batched together: every token
+    the same as plain decoding on the same route, and the perfect prediction saves passes. The route changes the
+    numbers (its logits differ from the bf16 route's), so this is not a check that holds without it."""
+    config = EngineConfig(max_num_seqs=8, kv_budget_tokens=16384, prefill_chunk=32, k_max=32,
+                          measure_cost_curve=False, exact=True)
+    engine = LLMEngine(runner_for(converted, int8=True), loader.load_tokenizer(converted), config)
+    assert engine.runner.int8_layers == 13
+    rng = random.Random(0)
+    prompts = [[rng.randrange(256) for _ in range(n)] for n in (9, 30)]
+    plain, _ = outputs(engine, [request(p, method="none") for p in prompts])
+    assert len({tuple(o) for o in plain}) == 2 and all(len(set(o)) > 3 for o in plain)
+    reqs = []
+    for p, out in zip(prompts, plain):
+        garbage = [rng.randrange(256) for _ in range(48)]
+        reqs += [request(p, out), request(p, out[:20] + [1, 2, 3] + out[23:]), request(p, garbage),
+                 request(p, []), request(p, out + out)]
+    got, passes = outputs(engine, reqs)
+    assert got == [out for out in plain for _ in range(5)]
+    assert max(passes[0], passes[5]) < 12
+    # the route is really on: the bf16 route's logits for the same pass differ
+    from foretell.engine.kv_cache import SeqKV
+    from foretell.engine.runner import Segment
+
+    results = []
+    for int8 in (True, False):
+        runner = runner_for(converted, int8=int8)
+        kv = SeqKV(runner.kv_shape, 64, 64)
+        results.append(runner.forward([Segment(kv, prompts[1], 4)])[0])
+    assert not torch.equal(results[0], results[1])
+    assert torch.allclose(results[0], results[1], atol=0.05 * results[1].abs().max().item())
