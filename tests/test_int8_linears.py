@@ -131,8 +131,9 @@ def test_a_layer_takes_the_int8_route_only_for_blocks_of_its_own_weights(gemm):
         assert not torch.equal(taken(x), got)
 
 
-def test_on_by_default_only_without_amx(gemm):
-    assert int8_by_default(gemm) == (not gemm.amx)
+def test_on_by_default_only_without_native_bf16(gemm):
+    assert int8_by_default(gemm) == (not gemm.amx and not gemm.bf16dot)
+    assert not int8_by_default(gemm.without_amx()) or not gemm.bf16dot
     assert not int8_by_default(None)
 
 

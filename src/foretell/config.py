@@ -179,7 +179,7 @@ class EngineConfig:
     # exact mode on a CPU: linear layers converted from GGUF blocks (Q5_0, Q8_0, Q4_K) compute their decode and verify
     # rows as llama.cpp does, with int8 inputs (one scale per 32 values) and exact int32 sums on AVX512-VNNI
     # (cpu_gemm.CpuGemm.linear_int8): fewer bytes read than the bf16 weights, not the bf16 model's values. None = auto:
-    # on a CPU with AVX512-VNNI but no AMX (runner.int8_by_default); the output head keeps its bf16 route
+    # on a CPU with AVX512-VNNI but neither AMX nor AVX512-BF16 (runner.int8_by_default); the head keeps its route
     int8_linears: bool | None = None
 
     def __post_init__(self) -> None:

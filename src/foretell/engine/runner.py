@@ -855,8 +855,10 @@ def _int8_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGemm)
 
 def int8_by_default(gemm: CpuGemm | None) -> bool:
     """Whether exact mode's kernel rows take int8 products on GGUF blocks where a layer has them, when not asked:
-    on a CPU with AVX512-VNNI but without AMX (there bf16 tiles are faster and keep the bf16 model's values)."""
-    return gemm is not None and gemm.int8 and not gemm.amx
+    on a CPU with AVX512-VNNI but neither AMX nor AVX512-BF16, where the model runs in fp32 (measured there: a
+    Cascade Lake Xeon). With native bf16 the kernel multiplies bf16 natively (AMX tiles, or VDPBF16PS on the
+    blocks), keeping the bf16 model's values; the int8 route is not measured there, so it is asked for."""
+    return gemm is not None and gemm.int8 and not gemm.amx and not gemm.bf16dot
 
 
 def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = None) -> ExactRows | None:
