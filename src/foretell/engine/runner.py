@@ -656,7 +656,7 @@ class ExactKernelLinear(torch.nn.Module):
         self.out_features = linear.out_features
         self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
         self.blocks = _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
-        # int8 products on the GGUF blocks for the kernel's rows (int8_kernel_blocks): llama.cpp's numerics
+        # int8 products on the GGUF blocks for the kernel's rows (_int8_blocks): llama.cpp's numerics
         self.int8 = _int8_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm) if int8 else None
         if self.int8 is not None:
             self.blocks = None
