@@ -203,6 +203,9 @@ weights' fp32 route -> int8 (fastest of 7, alternating; ``benchmarks/results/run
     896 x 4864 Q4_K    0.456 -> 0.437  0.535 -> 0.574  1.248 -> 1.099  4.671 -> 3.869
     896 x 896 Q5_0     0.123 -> 0.075  0.147 -> 0.112  0.248 -> 0.213  0.738 -> 0.706
 
+(a second run: the ratios 0.60 / 0.84 / 1.10 / 1.00 for 4864 x 896 and 0.93 / 1.14 / 0.87 / 0.85 for 896 x 4864:
+single calls swing on that VM; whole passes, below, are the figure to read)
+
 Whole passes of the 0.5B in fp32 exact mode (600 cached tokens, the route on and off alternating in one
 process, median paired ratio of 6): 1 token 0.78x the time (64 against 82 ms), 4 tokens 0.89x, 16 tokens 0.92x,
 64 tokens 0.97x, 128 tokens 0.94x. Before the four chunks were folded (one conversion, product and sum per
