@@ -81,6 +81,16 @@ static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v); }
 #endif
 
 enum { GGUF_Q8_0 = 8, GGUF_Q5_0 = 6, GGUF_Q4_K = 12 }; /* GGUF block formats (type ids) */
+/* bytes and values of a format's block; 0 for a format this file does not decode */
+static inline int q_block_bytes(int fmt) {
+    return fmt == GGUF_Q8_0 ? 34 : fmt == GGUF_Q5_0 ? 22 : fmt == GGUF_Q4_K ? 144 : 0;
+}
+static inline int q_block_values(int fmt) { return fmt == GGUF_Q4_K ? 256 : 32; }
+
+#if defined(__F16C__)
+/* the fp16 at p as a float (exact) */
+static inline float half1(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+#endif
 #define NB 4         /* weight rows per block */
 #define MB 4         /* input rows per tile */
 
@@ -295,7 +305,6 @@ DEFINE_LINEAR(foretell_linear_bf16dot, bf16, bf16, tile_dot)
  * about what reading the bf16 weights saves beyond one input tile, so the engine uses it for passes of up to 4
  * rows (a decode step, short verify passes) and the bf16 weights for longer ones. Q6_K is not decoded: its
  * 6-bit values took longer to put together than its bf16 weights took to read (2-core AMD EPYC). */
-static inline float half1(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 static inline __m512i bf16x32(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
 static inline __m512 scaled(__m512i q, float s) { return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(s)); }
 
@@ -349,12 +358,6 @@ static inline void dq_q4_k(const uint8_t *p, bf16 *out) {
         _mm512_storeu_si512(out + 32, _mm512_permutexvar_epi16(hi, table));
     }
 }
-/* bytes and values of a format's block; 0 for a format this file does not decode */
-static inline int q_block_bytes(int fmt) {
-    return fmt == GGUF_Q8_0 ? 34 : fmt == GGUF_Q5_0 ? 22 : fmt == GGUF_Q4_K ? 144 : 0;
-}
-static inline int q_block_values(int fmt) { return fmt == GGUF_Q4_K ? 256 : 32; }
-
 #define DQ_ROW(FN) for (int c = 0; c < blocks; c++) FN(p + (size_t)c * bytes, o + (size_t)c * per);
 
 /* rows [n0, n0 + nb) of w (row_bytes each) decoded into out (nb x K bf16) */
@@ -1709,7 +1712,6 @@ void foretell_silu_mul_bf16(const bf16 *g, const bf16 *u, int ld, bf16 *y, int M
  * tiles of 4 weight rows x 4 input rows from it. K must be a multiple of 64 (256 for Q4_K). */
 enum { Q8_NB = 4, Q8_MB = 4 };
 
-static inline float half_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 static inline __m512 two_scales(float a, float b) {
     return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
 }
@@ -1830,8 +1832,8 @@ static inline __attribute__((always_inline)) void q8_decode(const uint8_t *w, si
                 u[2] = aux;
                 u[0] &= 0x3f3f3f3f;
                 const __m128i bytes = _mm_loadu_si128((const __m128i *)u);
-                const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(half_at(s)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
-                const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(-half_at(s + 2)),
+                const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(half1(s)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
+                const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(-half1(s + 2)),
                                                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))));
                 mins[(size_t)sb * Q8_NB + i] = _mm512_maskz_mov_ps(0xFF, _mm512_castps256_ps512(mn));
                 float scl[8];
@@ -1862,12 +1864,12 @@ static inline __attribute__((always_inline)) void q8_decode(const uint8_t *w, si
                 q = _mm512_mask_srli_epi16(q, (__mmask32)0xFF00FF00, q, 4); /* qa, qa >> 4, qb, qb >> 4 */
                 q = _mm512_and_si512(q, low4);
                 *v = _mm512_mask_add_epi8(q, (__mmask64)ha | ((__mmask64)hb << 32), q, _mm512_set1_epi8(16));
-                ws[0] = half_at(a);
-                ws[1] = half_at(bb);
+                ws[0] = half1(a);
+                ws[1] = half1(bb);
             } else {
                 const uint8_t *a = row + (size_t)c * 68, *bb = a + 34;
-                ws[0] = half_at(a);
-                ws[1] = half_at(bb);
+                ws[0] = half1(a);
+                ws[1] = half1(bb);
                 *v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
                                         _mm256_loadu_si256((const __m256i *)(bb + 2)), 1);
             }
@@ -1968,15 +1970,12 @@ Q8_TILE_ROWS(q8_tile_rows_q5_0, GGUF_Q5_0)
 Q8_TILE_ROWS(q8_tile_rows_q8_0, GGUF_Q8_0)
 Q8_TILE_ROWS(q8_tile_rows_q4_k, GGUF_Q4_K)
 
-static inline int q8_block_bytes(int fmt) {
-    return fmt == GGUF_Q8_0 ? 34 : fmt == GGUF_Q5_0 ? 22 : fmt == GGUF_Q4_K ? 144 : 0;
-}
 
 int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
                        int threads) {
-    const int per = fmt == GGUF_Q4_K ? 256 : 32;
-    if (!q8_block_bytes(fmt) || K % 64 || K % per || M <= 0) return -1;
-    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
+    const int per = q_block_values(fmt);
+    if (!q_block_bytes(fmt) || K % 64 || K % per || M <= 0) return -1;
+    const size_t row_bytes = (size_t)K / per * q_block_bytes(fmt);
     q8_input in = {0};
     const int ok = q8_prepare(x, M, K, fmt, &in);
     if (ok) { q8_release(&in); return ok == -2 ? -2 : -1; }
@@ -2016,27 +2015,27 @@ int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b
 
 /* the GGUF file's values of rows [n0, n0 + n) of w, in fp32 (ggml's reference decoder: exact products) */
 int foretell_q8_decode(const uint8_t *w, int fmt, int n0, int n, int K, float *out) {
-    const int per = fmt == GGUF_Q4_K ? 256 : 32;
-    if (!q8_block_bytes(fmt) || K % per) return -1;
-    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
+    const int per = q_block_values(fmt);
+    if (!q_block_bytes(fmt) || K % per) return -1;
+    const size_t row_bytes = (size_t)K / per * q_block_bytes(fmt);
     for (int r = 0; r < n; r++) {
         const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
         float *o = out + (size_t)r * K;
         for (int blk = 0; blk < K / per; blk++) {
-            const uint8_t *p = row + (size_t)blk * q8_block_bytes(fmt);
+            const uint8_t *p = row + (size_t)blk * q_block_bytes(fmt);
             float *ob = o + (size_t)blk * per;
             if (fmt == GGUF_Q8_0) {
-                for (int i = 0; i < 32; i++) ob[i] = half_at(p) * (float)(int8_t)p[2 + i];
+                for (int i = 0; i < 32; i++) ob[i] = half1(p) * (float)(int8_t)p[2 + i];
             } else if (fmt == GGUF_Q5_0) {
                 uint32_t qh;
                 memcpy(&qh, p + 2, 4);
                 for (int i = 0; i < 16; i++) {
                     int lo = (p[6 + i] & 15) | (((qh >> i) & 1) << 4), hi = (p[6 + i] >> 4) | (((qh >> (i + 16)) & 1) << 4);
-                    ob[i] = half_at(p) * (float)(lo - 16);
-                    ob[i + 16] = half_at(p) * (float)(hi - 16);
+                    ob[i] = half1(p) * (float)(lo - 16);
+                    ob[i + 16] = half1(p) * (float)(hi - 16);
                 }
             } else {
-                const float d = half_at(p), dmin = half_at(p + 2);
+                const float d = half1(p), dmin = half1(p + 2);
                 for (int j = 0; j < 8; j += 2) {
                     int s0, m0, s1, m1;
                     q4k_scale_min(p + 4, j, &s0, &m0);
