@@ -109,7 +109,7 @@ def test_blocks_of_another_shape_are_refused(gemm):
     with pytest.raises(ValueError, match="do not hold"):
         GgufWeight(weight.fmt, weight.data[:-1].contiguous(), weight.shape)
     with pytest.raises(ValueError, match="not one of"):
-        GgufWeight(14, weight.data, weight.shape)  # Q6_K: not decoded here
+        GgufWeight(2, weight.data, weight.shape)  # Q4_0: not read here
     with pytest.raises(ValueError, match="shape"):
         gemm.linear(torch.ones(1, 64).bfloat16(), dense[:4], blocks=weight)
 
@@ -176,11 +176,11 @@ def test_conversion_keeps_every_linear_layers_blocks(converted):
 
     with safe_open(str(converted / BLOCKS_FILE), framework="pt") as f:
         types = json.loads(f.metadata()["gguf_types"])
-    assert len(types) == 2 * 7  # q, k, v, o, gate, up, down per layer, the tied embedding, not the Q6_K one
+    assert len(types) == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer, and the tied embedding
     assert types["model.embed_tokens.weight"] == int(gguf.GGMLQuantizationType.Q5_0)
     assert types["model.layers.0.mlp.down_proj.weight"] == int(gguf.GGMLQuantizationType.Q4_K)
     assert types["model.layers.1.self_attn.o_proj.weight"] == int(gguf.GGMLQuantizationType.Q8_0)
-    assert "model.layers.1.mlp.down_proj.weight" not in types  # Q6_K: read as bf16
+    assert types["model.layers.1.mlp.down_proj.weight"] == int(gguf.GGMLQuantizationType.Q6_K)  # the int8 route's
     assert "lm_head.weight" not in types  # the head reads the embedding's
 
 
@@ -214,8 +214,8 @@ def test_blocks_of_a_format_not_read_here_are_skipped_at_load(converted, tmp_pat
     with safe_open(str(copy / BLOCKS_FILE), framework="pt") as f:
         tensors = {name: f.get_tensor(name) for name in f.keys()}
         types = json.loads(f.metadata()["gguf_types"])
-    tensors["model.layers.1.mlp.down_proj.weight"] = torch.zeros(256 * 512 // 256 * 210, dtype=torch.uint8)
-    types["model.layers.1.mlp.down_proj.weight"] = int(gguf.GGMLQuantizationType.Q6_K)
+    tensors["model.layers.1.mlp.down_proj.weight"] = torch.zeros(256 * 512 // 32 * 18, dtype=torch.uint8)
+    types["model.layers.1.mlp.down_proj.weight"] = int(gguf.GGMLQuantizationType.Q4_0)
     tensors["model.layers.9.mlp.up_proj.weight"] = tensors["model.layers.0.mlp.up_proj.weight"].clone()
     types["model.layers.9.mlp.up_proj.weight"] = types["model.layers.0.mlp.up_proj.weight"]
     save_file(tensors, str(copy / BLOCKS_FILE), metadata={"gguf_types": json.dumps(types)})
@@ -230,7 +230,7 @@ def engine_for(path, blocks: bool) -> LLMEngine:
     layers = [m for m in runner.model.modules() if isinstance(m, ExactKernelLinear)]
     assert len(layers) == 2 * 7 + 1  # the head too
     dense = [name for name, m in runner.model.named_modules() if isinstance(m, ExactKernelLinear) and m.blocks is None]
-    assert dense == ["model.layers.1.mlp.down_proj"]  # the Q6_K layer reads its bf16 weights
+    assert dense == ["model.layers.1.mlp.down_proj"]  # the Q6_K layer reads its bf16 weights (not decoded to bf16)
     assert not any(hasattr(m, "gguf_weight") for m in runner.model.modules())  # nothing kept twice
     if not blocks:
         for m in layers:

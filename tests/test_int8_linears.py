@@ -25,7 +25,7 @@ from foretell.testing.tiny_gguf import random_blocks, write_tiny_qwen2_gguf
 from test_gguf_blocks import outputs, request  # the same requests and output collection as the bf16 blocks' tests
 
 gguf = pytest.importorskip("gguf")
-FORMATS = ["Q8_0", "Q5_0", "Q4_K"]
+FORMATS = ["Q8_0", "Q5_0", "Q4_K", "Q6_K"]
 
 
 def has_vnni() -> bool:
@@ -79,10 +79,13 @@ def test_the_blocks_decode_as_gguf_decodes_them(gemm, fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(gemm, fmt):
     """Against the float64 reference (to float32 rounding of the sums), with an outlier channel and a bias; every
-    row the same bits alone and in passes of 1-9 rows; a row with an inf is NaN, the others unchanged."""
-    weight, decoded = blocks_of(fmt, 37, 512, seed=2)
+    row the same bits alone and in passes of 1-9 rows (up to 8 decode the weights in registers, 9 through the
+    interleaved buffer); a row with an inf is NaN, the others unchanged. Rows of 576 values (Q5_0, Q8_0): two
+    groups of 256 and a chunk after them."""
+    width = 512 if fmt in ("Q4_K", "Q6_K") else 576
+    weight, decoded = blocks_of(fmt, 37, width, seed=2)
     bias = torch.randn(37, generator=torch.Generator().manual_seed(0))
-    x = torch.randn(9, 512, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(9, width, generator=torch.Generator().manual_seed(1))
     x[:, 7] = 20.0  # an outlier: its block's other values lose precision, as in llama.cpp
     got = gemm.linear_int8(x, weight, bias)
     want = reference(x.numpy(), decoded, bias.numpy().astype(np.float64))
@@ -95,6 +98,8 @@ def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(gemm, fmt):
         for start in range(0, 9 - rows + 1, 4):
             part = gemm.linear_int8(x[start : start + rows].clone(), weight, bias)
             assert torch.equal(part, got[start : start + rows])
+    many = torch.cat([x, torch.randn(24, width, generator=torch.Generator().manual_seed(3))])
+    assert torch.equal(gemm.linear_int8(many, weight, bias)[:9], got)  # 33 rows: 8 tiles and one of 1
     broken = x.clone()
     broken[3, 100] = float("inf")
     out = gemm.linear_int8(broken, weight, bias)
@@ -168,15 +173,16 @@ def runner_for(path, int8: bool) -> ModelRunner:
 
 
 def test_the_layers_read_their_blocks_in_groups_with_the_bits_of_separate_calls(gemm, converted, monkeypatch):
-    """Every linear layer with Q5_0, Q8_0 or Q4_K blocks takes the route (13 of 14; not the Q6_K one, nor the head);
+    """Every linear layer takes the route (Q5_0, Q8_0, Q4_K and Q6_K blocks), the head too (the tied embedding's);
     q/k and gate/up run as one call each, and a pass's logits equal to the bit those of one call per layer."""
     from foretell.engine.kv_cache import SeqKV
     from foretell.engine.runner import Segment
 
     runners = {grouped: runner_for(converted, int8=True) for grouped in (True, False)}
-    assert runners[True].int8_layers == 13
+    assert runners[True].int8_layers == 15
     names = [n for n, m in runners[True].model.named_modules() if isinstance(m, ExactKernelLinear) and m.int8 is None]
-    assert names == ["model.layers.1.mlp.down_proj", "lm_head"]
+    assert names == []
+    assert runners[True].model.lm_head.argmax is None  # its argmax comes from these logits
     for m in runners[False].model.modules():
         if isinstance(m, ExactKernelLinear):
             m.group = None
@@ -199,7 +205,7 @@ def test_the_layers_read_their_blocks_in_groups_with_the_bits_of_separate_calls(
             logits[grouped] = runner.forward([Segment(kv, tokens, n)])[0]
             counts[grouped] = len(calls)
         assert torch.equal(logits[True], logits[False])
-        assert counts[False] == 13 and counts[True] == 9  # 4 calls fewer: q+k, gate+up in each layer
+        assert counts[False] == 15 and counts[True] == 11  # 4 calls fewer: q+k, gate+up in each layer
         assert set(calls) == {n}
 
 
@@ -210,7 +216,7 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
     config = EngineConfig(max_num_seqs=8, kv_budget_tokens=16384, prefill_chunk=32, k_max=32,
                           measure_cost_curve=False, exact=True)
     engine = LLMEngine(runner_for(converted, int8=True), loader.load_tokenizer(converted), config)
-    assert engine.runner.int8_layers == 13
+    assert engine.runner.int8_layers == 15
     rng = random.Random(0)
     prompts = [[rng.randrange(256) for _ in range(n)] for n in (9, 30)]
     plain, _ = outputs(engine, [request(p, method="none") for p in prompts])

@@ -91,6 +91,9 @@ static inline int q_block_values(int fmt) { return fmt == GGUF_Q4_K ? 256 : 32; 
 /* the fp16 at p as a float (exact) */
 static inline float half1(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 #endif
+/* unaligned little-endian words */
+static inline uint16_t load_u16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 #define NB 4         /* weight rows per block */
 #define MB 4         /* input rows per tile */
 
@@ -759,7 +762,6 @@ DEFINE_ATTENTION(foretell_attention_bf16_rows, bf16, widen1, bload, bload_tail, 
  * ends between two keys of a pair adds that key alone, with one fp32 FMA. So a query's result depends only on
  * its own key range, as above: the same bits alone or in a pass of any length. */
 typedef unsigned int u32;
-static inline u32 load_u32(const void *p) { u32 u; __builtin_memcpy(&u, p, sizeof u); return u; }
 static inline __m512bh pair1(const void *p) { return (__m512bh)_mm512_set1_epi32((int)load_u32(p)); }
 static inline vec vwiden1(bf16 h) { return vset1(widen1(h)); }
 /* a[h] += p_h[r] v[0, 2 VW) for each head: one key of a range that splits its pair, in fp32 */
@@ -1704,13 +1706,25 @@ void foretell_silu_mul_bf16(const bf16 *g, const bf16 *u, int ld, bf16 *y, int M
  *   Q5_0: q in 0..31 unsigned, w = d (q - 16): VPDPBUSD(q, qx) from -16 * (the sum of each lane's 4 qx);
  *   Q8_0: q signed, w = d q: VPDPBUSD(|q|, qx with q's sign);
  *   Q4_K: q in 0..15, w = d sc q - dmin m: VPDPBUSD(q, qx) scaled by d sc, plus, per super-block, each
- *         sub-block's sum of qx scaled by its dx and by -dmin m.
+ *         sub-block's sum of qx scaled by its dx and by -dmin m;
+ *   Q6_K: q in 0..63, w = d sc (q - 32) with an int8 sc per 16 values: VPDPBUSD(q, qx) from -32 * (each lane's
+ *         sum of its 4 qx); a group's folded lanes (below) are one 16-value sub-block each, scaled by its d sc.
  * Four chunks' lane sums are folded into one vector before they are scaled (q8_group_sum), so the fp32 work is a
  * quarter of one conversion, product and sum per chunk (without that, passes of 16 rows and more were slower than
  * the bf16 weights' fp32 FMAs on a 2-core Cascade Lake: both bound by the one FMA port).
- * Each thread decodes a block of 4 weight rows once into a buffer (values as bytes, scales as floats), then runs
- * tiles of 4 weight rows x 4 input rows from it. K must be a multiple of 64 (256 for Q4_K). */
-enum { Q8_NB = 4, Q8_MB = 4 };
+ * Passes of up to Q8_FUSED_MB rows decode each weight row group by group into registers as they read it
+ * (q8_fused: at one row decoding through a buffer cost about what the products did). Longer ones: each thread
+ * decodes a block of 4 weight rows once into a buffer (a group's chunks interleaved, q8_interleave; scales as
+ * vectors), then runs tiles of 4 weight rows x 4 input rows from it. Both give each output the same integer sums
+ * and the same float instructions, so the same bits. K must be a multiple of 64 (256 for Q4_K and Q6_K). */
+enum { Q8_NB = 4, Q8_MB = 4, Q8_FUSED_MB = 8 };
+enum { GGUF_Q6_K = 14 }; /* int8 route only (the bf16 decoder above does not take it) */
+
+/* bytes and values of a block of a format the int8 route takes; 0 bytes for others */
+static inline int q8_block_bytes(int fmt) { return fmt == GGUF_Q6_K ? 210 : q_block_bytes(fmt); }
+static inline int q8_block_values(int fmt) { return fmt == GGUF_Q6_K ? 256 : q_block_values(fmt); }
+/* the formats whose weight values are stored unsigned with an offset (w = d (q - offset)): Q5_0 16, Q6_K 32 */
+static inline int q8_offset(int fmt) { return fmt == GGUF_Q5_0 ? 16 : fmt == GGUF_Q6_K ? 32 : 0; }
 
 static inline __m512 two_scales(float a, float b) {
     return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
@@ -1749,10 +1763,26 @@ typedef struct {
     int8_t *qx;
     __m512 *xs, *xg, *xsb;
     __m512i *xi;
+    __m512i *qxg, *xo; /* passes of more than Q8_FUSED_MB rows: each group's qx interleaved (q8_interleave), and
+                        * its offsets folded (q8_group_sum of the 4 chunks' xi; Q5_0, Q6_K) */
     int chunks, groups, supers;
 } q8_input;
 
-static int q8_prepare(const float *x, int M, int K, int fmt, q8_input *in) {
+/* A group's 4 chunk vectors c[t] (128-bit lane L: 4 dwords of 4 values, quarter L of chunk t) as 4 vectors s[d]
+ * whose lane 4 L + t holds dword d of quarter L of chunk t (a 4 x 4 transpose in each 128-bit lane): the products
+ * of s[0..3] summed by VPDPBUSD in one chain are, lane for lane, q8_group_sum of the 4 chunks' products (the same
+ * integers: exact sums). The tiles of long passes read weights and inputs so, 7 instructions a group and pair
+ * instead of 16. */
+static inline void q8_interleave(const __m512i c[4], __m512i *s, size_t stride) {
+    const __m512i t0 = _mm512_unpacklo_epi32(c[0], c[1]), t1 = _mm512_unpackhi_epi32(c[0], c[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(c[2], c[3]), t3 = _mm512_unpackhi_epi32(c[2], c[3]);
+    s[0] = _mm512_unpacklo_epi64(t0, t2);
+    s[stride] = _mm512_unpackhi_epi64(t0, t2);
+    s[2 * stride] = _mm512_unpacklo_epi64(t1, t3);
+    s[3 * stride] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+static int q8_prepare(const float *x, int M, int K, int fmt, int interleaved, q8_input *in) {
     const int chunks = K / 64, groups = K / 256, supers = K / 256;
     in->chunks = chunks;
     in->groups = groups;
@@ -1760,9 +1790,14 @@ static int q8_prepare(const float *x, int M, int K, int fmt, q8_input *in) {
     in->qx = aligned_alloc(64, ((size_t)M * K + 63) / 64 * 64);
     in->xs = aligned_alloc(64, (size_t)M * chunks * sizeof(__m512));
     in->xg = aligned_alloc(64, ((size_t)M * groups + 1) * sizeof(__m512));
-    in->xi = fmt == GGUF_Q5_0 ? aligned_alloc(64, (size_t)M * chunks * sizeof(__m512i)) : NULL;
+    in->xi = q8_offset(fmt) ? aligned_alloc(64, (size_t)M * chunks * sizeof(__m512i)) : NULL;
     in->xsb = fmt == GGUF_Q4_K ? aligned_alloc(64, ((size_t)M * supers + 1) * sizeof(__m512)) : NULL;
-    if (!in->qx || !in->xs || !in->xg || (fmt == GGUF_Q5_0 && !in->xi) || (fmt == GGUF_Q4_K && !in->xsb)) return -1;
+    if (!in->qx || !in->xs || !in->xg || (q8_offset(fmt) && !in->xi) || (fmt == GGUF_Q4_K && !in->xsb)) return -1;
+    if (interleaved) {
+        in->qxg = aligned_alloc(64, ((size_t)M * groups * 4 + 1) * sizeof(__m512i));
+        in->xo = q8_offset(fmt) ? aligned_alloc(64, ((size_t)M * groups + 1) * sizeof(__m512i)) : NULL;
+        if (!in->qxg || (q8_offset(fmt) && !in->xo)) return -1;
+    }
     for (int m = 0; m < M; m++) {
         float d8[8], dsum[8];
         for (int c = 0; c < chunks; c++) {
@@ -1791,12 +1826,22 @@ static int q8_prepare(const float *x, int M, int K, int fmt, q8_input *in) {
             const __m512i xv = _mm512_loadu_si512((const void *)(in->qx + (size_t)m * K + 64 * c));
             if (in->xi)
                 in->xi[(size_t)m * chunks + c] = _mm512_sub_epi32(
-                    _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), xv));
+                    _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)q8_offset(fmt)), xv));
             if (in->xsb) {
                 dsum[2 * (c % 4)] = d[0] * (float)sums[0];
                 dsum[2 * (c % 4) + 1] = d[1] * (float)sums[1];
                 if (c % 4 == 3)
                     in->xsb[(size_t)m * supers + c / 4] = _mm512_maskz_mov_ps(0xFF, _mm512_castps256_ps512(_mm256_loadu_ps(dsum)));
+            }
+        }
+        for (int g = 0; interleaved && g < groups; g++) {
+            const __m512i *xc = (const __m512i *)(in->qx + (size_t)m * K + 256 * g);
+            const __m512i c4[4] = {_mm512_load_si512(xc), _mm512_load_si512(xc + 1), _mm512_load_si512(xc + 2),
+                                   _mm512_load_si512(xc + 3)};
+            q8_interleave(c4, in->qxg + ((size_t)m * groups + g) * 4, 1);
+            if (in->xo) {
+                const __m512i *xi = in->xi + (size_t)m * chunks + 4 * g;
+                in->xo[(size_t)m * groups + g] = q8_group_sum(xi[0], xi[1], xi[2], xi[3]);
             }
         }
     }
@@ -1809,78 +1854,122 @@ static void q8_release(q8_input *in) {
     free(in->xg);
     free(in->xi);
     free(in->xsb);
+    free(in->qxg);
+    free(in->xo);
 }
 
-/* nb (<= Q8_NB) weight rows decoded into the thread's buffer: vals[c][i] (a chunk's 64 values as bytes),
- * scales[c][i] (2 floats: block 2c's scale and 2c + 1's; Q4_K: d sc of its two sub-blocks), gscales[g][i] (group
- * g's 8 scales in Q8_GROUP_ORDER) and, for Q4_K, mins[s][i] (super-block s: lanes 0-7 - dmin m of its sub-blocks,
- * 8-15 zero) */
+/* Chunk c (64 values: blocks 2c and 2c + 1) of a Q5_0 or Q8_0 weight row as bytes; s2 gets the two blocks' scales */
+static inline __attribute__((always_inline)) __m512i q8_chunk_values(const uint8_t *row, const int fmt, int c,
+                                                                     float *s2) {
+    if (fmt == GGUF_Q5_0) {
+        const uint8_t *a = row + (size_t)c * 44, *bb = a + 22;
+        uint32_t ha, hb;
+        memcpy(&ha, a + 2, 4);
+        memcpy(&hb, bb + 2, 4);
+        __m512i q = _mm512_inserti32x4(_mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(a + 6))),
+                                       _mm_loadu_si128((const __m128i *)(bb + 6)), 2);
+        q = _mm512_shuffle_i64x2(q, q, 0xA0);                       /* qa qa qb qb (128-bit lanes) */
+        q = _mm512_mask_srli_epi16(q, (__mmask32)0xFF00FF00, q, 4); /* qa, qa >> 4, qb, qb >> 4 */
+        q = _mm512_and_si512(q, _mm512_set1_epi8(15));
+        s2[0] = half1(a);
+        s2[1] = half1(bb);
+        return _mm512_mask_add_epi8(q, (__mmask64)ha | ((__mmask64)hb << 32), q, _mm512_set1_epi8(16));
+    }
+    const uint8_t *a = row + (size_t)c * 68, *bb = a + 34;
+    s2[0] = half1(a);
+    s2[1] = half1(bb);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
+                              _mm256_loadu_si256((const __m256i *)(bb + 2)), 1);
+}
+
+/* Group g (chunks 4g..4g + 3; for Q4_K its super-block g) of a weight row in registers: v[t] chunk 4g + t's values
+ * as bytes, *gs the group's 8 block scales in Q8_GROUP_ORDER (Q4_K: d sc of its 8 sub-blocks), and for Q4_K *mn:
+ * lanes 0-7 - dmin m of its sub-blocks, 8-15 zero. */
+static inline __attribute__((always_inline)) void q8_group_values(const uint8_t *row, const int fmt, int g,
+                                                                  __m512i v[4], __m512 *gs, __m512 *mn) {
+    if (fmt == GGUF_Q6_K) {
+        /* 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), sc[16] (int8, one per 16 values), fp16 d. Half h
+         * (128 values) of ggml's layout: value l = ql[64h + l] & 15 | (qh[32h + l] & 3) << 4, value 32 + l = ql[64h
+         * + 32 + l] & 15 | (qh[32h + l] >> 2 & 3) << 4, value 64 + l and 96 + l the same with ql >> 4 and qh >> 4,
+         * qh >> 6 (l < 32): chunk 2h is the low nibbles, chunk 2h + 1 the high ones. */
+        const uint8_t *s = row + (size_t)g * 210;
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512((const void *)(s + 64 * h));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(s + 128 + 32 * h));
+            const __m512i qh_lo = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            const __m512i qh_hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)),
+                                                     _mm256_srli_epi16(qh, 6), 1);
+            v[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, _mm512_set1_epi8(15)),
+                                       _mm512_and_si512(_mm512_slli_epi16(qh_lo, 4), _mm512_set1_epi8(0x30)));
+            v[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), _mm512_set1_epi8(15)),
+                                           _mm512_and_si512(_mm512_slli_epi16(qh_hi, 4), _mm512_set1_epi8(0x30)));
+        }
+        /* folded lane r (Q8_GROUP_ORDER) sums sub-block 4 (r % 4) + r / 4: its scale d sc there (exact in fp32) */
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(s + 192))));
+        *gs = _mm512_mul_ps(_mm512_set1_ps(half1(s + 208)),
+                            _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sc));
+        return;
+    }
+    if (fmt == GGUF_Q4_K) {
+        const uint8_t *s = row + (size_t)g * 144;
+        /* ggml's unpacking of the 12 scale bytes (as 32-bit words u0 u1 u2) into the 8 scales and the 8 mins, in
+         * registers: [u0 & 0x3f.., (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, u1 & 0x3f.., ((u2 >> 4) & 0x0f..) |
+         * ((u1 >> 6) & 0x03..) << 4] (the 4 bytes after them, the first quants, are read and dropped) */
+        const __m128i u = _mm_loadu_si128((const __m128i *)(s + 4));
+        const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
+                                         _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                         _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+        const __m128i bytes = _mm_or_si128(lo, hi);
+        const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32(s))); /* d, dmin */
+        const __m256 sc = _mm256_mul_ps(_mm256_broadcastss_ps(dm), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
+        const __m256 m8 = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_xor_ps(_mm_movehdup_ps(dm), _mm_set1_ps(-0.0f))),
+                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))));
+        *mn = _mm512_maskz_mov_ps(0xFF, _mm512_castps256_ps512(m8));
+        *gs = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7), /* Q8_GROUP_ORDER */
+                                    _mm512_castps256_ps512(sc));
+        for (int t = 0; t < 4; t++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(s + 16 + 32 * t));
+            v[t] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1),
+                                    _mm512_set1_epi8(15));
+        }
+        return;
+    }
+    float s2[2];
+    for (int t = 0; t < 4; t++) v[t] = q8_chunk_values(row, fmt, 4 * g + t, s2);
+    /* the 8 blocks' fp16 scales, 22 or 34 bytes apart, gathered as 16-bit words and widened (exactly) */
+    const uint8_t *first = row + (size_t)g * (fmt == GGUF_Q5_0 ? 176 : 272);
+    const int step = fmt == GGUF_Q5_0 ? 22 : 34;
+    __m128i h = _mm_cvtsi32_si128(load_u16(first));
+    h = _mm_insert_epi16(h, load_u16(first + step), 1);
+    h = _mm_insert_epi16(h, load_u16(first + 2 * step), 2);
+    h = _mm_insert_epi16(h, load_u16(first + 3 * step), 3);
+    h = _mm_insert_epi16(h, load_u16(first + 4 * step), 4);
+    h = _mm_insert_epi16(h, load_u16(first + 5 * step), 5);
+    h = _mm_insert_epi16(h, load_u16(first + 6 * step), 6);
+    h = _mm_insert_epi16(h, load_u16(first + 7 * step), 7);
+    *gs = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7), /* Q8_GROUP_ORDER */
+                                _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+}
+
+/* nb (<= Q8_NB) weight rows decoded into the thread's buffer: vals[c][i] (a chunk's 64 values as bytes; a whole
+ * group's 4 chunks interleaved, q8_interleave), tscales[c][i] (the chunks past the last whole group: block 2c's scale
+ * in lanes 0-7, 2c + 1's in 8-15), gscales[g][i] (group g's 8 scales in Q8_GROUP_ORDER) and, for Q4_K, mins[s][i]
+ * (super-block s: lanes 0-7 - dmin m of its sub-blocks, 8-15 zero) */
 static inline __attribute__((always_inline)) void q8_decode(const uint8_t *w, size_t row_bytes, const int fmt,
-                                                            int nb, int chunks, __m512i *vals, float *scales,
+                                                            int nb, int chunks, __m512i *vals, __m512 *tscales,
                                                             __m512 *gscales, __m512 *mins) {
-    const __m512i low4 = _mm512_set1_epi8(15);
     for (int i = 0; i < nb; i++) {
         const uint8_t *row = w + (size_t)i * row_bytes;
-        if (fmt == GGUF_Q4_K) {
-            for (int sb = 0; sb < chunks / 4; sb++) {
-                const uint8_t *s = row + (size_t)sb * 144;
-                uint32_t u[4]; /* ggml's unpacking of the 12 bytes: u[0..1] the 8 scales, u[2..3] the 8 mins */
-                memcpy(u, s + 4, 12);
-                u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-                const uint32_t aux = u[1] & 0x3f3f3f3f;
-                u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-                u[2] = aux;
-                u[0] &= 0x3f3f3f3f;
-                const __m128i bytes = _mm_loadu_si128((const __m128i *)u);
-                const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(half1(s)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
-                const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(-half1(s + 2)),
-                                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))));
-                mins[(size_t)sb * Q8_NB + i] = _mm512_maskz_mov_ps(0xFF, _mm512_castps256_ps512(mn));
-                float scl[8];
-                _mm256_storeu_ps(scl, sc);
-                gscales[(size_t)sb * Q8_NB + i] = q8_group_order(scl);
-                for (int t = 0; t < 4; t++) {
-                    const int c = 4 * sb + t;
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(s + 16 + 32 * t));
-                    vals[(size_t)c * Q8_NB + i] =
-                        _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
-                    scales[((size_t)c * Q8_NB + i) * 2] = scl[2 * t];
-                    scales[((size_t)c * Q8_NB + i) * 2 + 1] = scl[2 * t + 1];
-                }
-            }
-            continue;
+        for (int g = 0; g < chunks / 4; g++) {
+            __m512i v[4];
+            q8_group_values(row, fmt, g, v, gscales + (size_t)g * Q8_NB + i, mins + (size_t)g * Q8_NB + i);
+            q8_interleave(v, vals + (size_t)4 * g * Q8_NB + i, Q8_NB);
         }
-        for (int c = 0; c < chunks; c++) {
-            __m512i *v = vals + (size_t)c * Q8_NB + i;
-            float *ws = scales + ((size_t)c * Q8_NB + i) * 2;
-            if (fmt == GGUF_Q5_0) {
-                const uint8_t *a = row + (size_t)c * 44, *bb = a + 22;
-                uint32_t ha, hb;
-                memcpy(&ha, a + 2, 4);
-                memcpy(&hb, bb + 2, 4);
-                __m512i q = _mm512_inserti32x4(_mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(a + 6))),
-                                               _mm_loadu_si128((const __m128i *)(bb + 6)), 2);
-                q = _mm512_shuffle_i64x2(q, q, 0xA0);                       /* qa qa qb qb (128-bit lanes) */
-                q = _mm512_mask_srli_epi16(q, (__mmask32)0xFF00FF00, q, 4); /* qa, qa >> 4, qb, qb >> 4 */
-                q = _mm512_and_si512(q, low4);
-                *v = _mm512_mask_add_epi8(q, (__mmask64)ha | ((__mmask64)hb << 32), q, _mm512_set1_epi8(16));
-                ws[0] = half1(a);
-                ws[1] = half1(bb);
-            } else {
-                const uint8_t *a = row + (size_t)c * 68, *bb = a + 34;
-                ws[0] = half1(a);
-                ws[1] = half1(bb);
-                *v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
-                                        _mm256_loadu_si256((const __m256i *)(bb + 2)), 1);
-            }
-            if (c % 4 == 3) {
-                float s8[8];
-                for (int t = 0; t < 4; t++) {
-                    s8[2 * t] = scales[((size_t)(c - 3 + t) * Q8_NB + i) * 2];
-                    s8[2 * t + 1] = scales[((size_t)(c - 3 + t) * Q8_NB + i) * 2 + 1];
-                }
-                gscales[(size_t)(c / 4) * Q8_NB + i] = q8_group_order(s8);
-            }
+        for (int c = chunks / 4 * 4; c < chunks; c++) {
+            float s2[2];
+            vals[(size_t)c * Q8_NB + i] = q8_chunk_values(row, fmt, c, s2);
+            tscales[(size_t)c * Q8_NB + i] = two_scales(s2[0], s2[1]);
         }
     }
 }
@@ -1893,8 +1982,10 @@ static inline __attribute__((always_inline)) __m512i q8_dot(const int fmt, __m51
     return _mm512_dpbusd_epi32(init, wv, xv);
 }
 
-/* nb (<= Q8_NB) decoded weight rows times mb (<= Q8_MB) input rows from row m0 of ``in``: y[j, i] (N apart) */
-static inline __attribute__((always_inline)) void q8_tile(const __m512i *vals, const float *scales,
+/* nb (<= Q8_NB) decoded weight rows times mb (<= Q8_MB) input rows from row m0 of ``in`` (its interleaved groups):
+ * y[j, i] (N apart). Per output the same instructions as q8_fused but for the integer sums' order (exact), so the
+ * same bits. */
+static inline __attribute__((always_inline)) void q8_tile(const __m512i *vals, const __m512 *tscales,
                                                           const __m512 *gscales, const __m512 *mins, const int fmt,
                                                           const q8_input *in, int m0, int K, float *y,
                                                           const float *b, int N, const int nb, const int mb) {
@@ -1905,19 +1996,14 @@ static inline __attribute__((always_inline)) void q8_tile(const __m512i *vals, c
     for (int g = 0; g < groups; g++) {
         const int c = 4 * g;
         for (int j = 0; j < mb; j++) {
-            const int8_t *xr = in->qx + (size_t)(m0 + j) * K + 64 * c;
-            const __m512i x0 = _mm512_load_si512((const void *)xr), x1 = _mm512_load_si512((const void *)(xr + 64));
-            const __m512i x2 = _mm512_load_si512((const void *)(xr + 128)), x3 = _mm512_load_si512((const void *)(xr + 192));
-            __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
-            if (fmt == GGUF_Q5_0) {
-                const __m512i *xi = in->xi + (size_t)(m0 + j) * chunks + c;
-                i0 = xi[0], i1 = xi[1], i2 = xi[2], i3 = xi[3];
-            }
+            const __m512i *xr = in->qxg + ((size_t)(m0 + j) * groups + g) * 4;
+            const __m512i x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];
+            const __m512i init = q8_offset(fmt) ? in->xo[(size_t)(m0 + j) * groups + g] : _mm512_setzero_si512();
             const __m512 xg = in->xg[(size_t)(m0 + j) * groups + g];
             for (int i = 0; i < nb; i++) {
                 const __m512i *wv = vals + (size_t)c * Q8_NB + i;
-                const __m512i r = q8_group_sum(q8_dot(fmt, i0, wv[0], x0), q8_dot(fmt, i1, wv[Q8_NB], x1),
-                                               q8_dot(fmt, i2, wv[2 * Q8_NB], x2), q8_dot(fmt, i3, wv[3 * Q8_NB], x3));
+                const __m512i r = q8_dot(fmt, q8_dot(fmt, q8_dot(fmt, q8_dot(fmt, init, wv[0], x0), wv[Q8_NB], x1),
+                                                     wv[2 * Q8_NB], x2), wv[3 * Q8_NB], x3);
                 acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(gscales[(size_t)g * Q8_NB + i], xg),
                                             acc[i][j]);
             }
@@ -1934,9 +2020,8 @@ static inline __attribute__((always_inline)) void q8_tile(const __m512i *vals, c
             const __m512 xs = in->xs[(size_t)(m0 + j) * chunks + c];
             const __m512i init = fmt == GGUF_Q5_0 ? in->xi[(size_t)(m0 + j) * chunks + c] : _mm512_setzero_si512();
             for (int i = 0; i < nb; i++) {
-                const float *sp = scales + ((size_t)c * Q8_NB + i) * 2;
                 const __m512i p = q8_dot(fmt, init, vals[(size_t)c * Q8_NB + i], xv);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(two_scales(sp[0], sp[1]), xs),
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(tscales[(size_t)c * Q8_NB + i], xs),
                                             acc[i][j]);
             }
         }
@@ -1945,67 +2030,142 @@ static inline __attribute__((always_inline)) void q8_tile(const __m512i *vals, c
             y[(size_t)j * N + i] = _mm512_reduce_add_ps(acc[i][j]) + (b ? b[i] : 0.0f);
 }
 
+/* Weight rows [0, nb) times mb (<= Q8_MB) input rows from row 0 of ``in``, each weight row decoded group by group
+ * into registers as it is read (no buffer: short passes, where decoding through the buffer cost about as much as
+ * the products): y[j, i] (N apart). Per output the same instructions as q8_tile, so the same bits. */
+static inline __attribute__((always_inline)) void q8_fused(const uint8_t *w, size_t row_bytes, const int fmt,
+                                                           const q8_input *in, int K, float *y, const float *b,
+                                                           int N, int nb, const int mb) {
+    const int chunks = in->chunks, groups = in->groups;
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *row = w + (size_t)i * row_bytes;
+        __m512 acc[Q8_FUSED_MB];
+        for (int j = 0; j < Q8_FUSED_MB; j++) acc[j] = _mm512_setzero_ps();
+        for (int g = 0; g < groups; g++) {
+            const int c = 4 * g;
+            __m512i v[4];
+            __m512 gs, mn = _mm512_setzero_ps();
+            q8_group_values(row, fmt, g, v, &gs, &mn);
+            for (int j = 0; j < mb; j++) {
+                const int8_t *xr = in->qx + (size_t)j * K + 64 * c;
+                __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
+                if (q8_offset(fmt)) {
+                    const __m512i *xi = in->xi + (size_t)j * chunks + c;
+                    i0 = xi[0], i1 = xi[1], i2 = xi[2], i3 = xi[3];
+                }
+                const __m512i r = q8_group_sum(
+                    q8_dot(fmt, i0, v[0], _mm512_load_si512((const void *)xr)),
+                    q8_dot(fmt, i1, v[1], _mm512_load_si512((const void *)(xr + 64))),
+                    q8_dot(fmt, i2, v[2], _mm512_load_si512((const void *)(xr + 128))),
+                    q8_dot(fmt, i3, v[3], _mm512_load_si512((const void *)(xr + 192))));
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(gs, in->xg[(size_t)j * groups + g]),
+                                         acc[j]);
+                if (fmt == GGUF_Q4_K) acc[j] = _mm512_fmadd_ps(mn, in->xsb[(size_t)j * in->supers + g], acc[j]);
+            }
+        }
+        for (int c = 4 * groups; c < chunks; c++) { /* Q5_0, Q8_0: the chunks past the last whole group */
+            float sp[2];
+            const __m512i v = q8_chunk_values(row, fmt, c, sp);
+            for (int j = 0; j < mb; j++) {
+                const __m512i xv = _mm512_load_si512((const void *)(in->qx + (size_t)j * K + 64 * c));
+                const __m512i init = fmt == GGUF_Q5_0 ? in->xi[(size_t)j * chunks + c] : _mm512_setzero_si512();
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q8_dot(fmt, init, v, xv)),
+                                         _mm512_mul_ps(two_scales(sp[0], sp[1]), in->xs[(size_t)j * chunks + c]), acc[j]);
+            }
+        }
+        for (int j = 0; j < mb; j++) y[(size_t)j * N + i] = _mm512_reduce_add_ps(acc[j]) + (b ? b[i] : 0.0f);
+    }
+}
+
+#define Q8_FUSED_ROWS(NAME, FMT)                                                                              \
+static void NAME(const uint8_t *w, size_t row_bytes, const q8_input *in, int M, int K, float *y,              \
+                 const float *b, int N, int nb) {                                                             \
+    switch (M) {                                                                                              \
+    case 8: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 8); break;                                        \
+    case 7: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 7); break;                                        \
+    case 6: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 6); break;                                        \
+    case 5: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 5); break;                                        \
+    case 4: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 4); break;                                        \
+    case 3: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 3); break;                                        \
+    case 2: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 2); break;                                        \
+    default: q8_fused(w, row_bytes, FMT, in, K, y, b, N, nb, 1); break;                                       \
+    }                                                                                                         \
+}
+Q8_FUSED_ROWS(q8_fused_rows_q5_0, GGUF_Q5_0)
+Q8_FUSED_ROWS(q8_fused_rows_q8_0, GGUF_Q8_0)
+Q8_FUSED_ROWS(q8_fused_rows_q4_k, GGUF_Q4_K)
+Q8_FUSED_ROWS(q8_fused_rows_q6_k, GGUF_Q6_K)
+
 #define Q8_TILE_ROWS(NAME, FMT)                                                                               \
 static void NAME(const uint8_t *w, size_t row_bytes, const q8_input *in, int M, int K, float *y,              \
-                 const float *b, int N, int nb, __m512i *vals, float *scales, __m512 *gscales, __m512 *mins) { \
-    q8_decode(w, row_bytes, FMT, nb, in->chunks, vals, scales, gscales, mins);                                \
+                 const float *b, int N, int nb, __m512i *vals, __m512 *tscales, __m512 *gscales, __m512 *mins) { \
+    q8_decode(w, row_bytes, FMT, nb, in->chunks, vals, tscales, gscales, mins);                               \
     for (int m0 = 0; m0 < M; m0 += Q8_MB) {                                                                   \
         const int mb = M - m0 < Q8_MB ? M - m0 : Q8_MB;                                                       \
         float *ym = y + (size_t)m0 * N;                                                                       \
         if (nb == Q8_NB) {                                                                                    \
             switch (mb) {                                                                                     \
-            case 4: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 4); break;          \
-            case 3: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 3); break;          \
-            case 2: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 2); break;          \
-            default: q8_tile(vals, scales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 1); break;         \
+            case 4: q8_tile(vals, tscales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 4); break;         \
+            case 3: q8_tile(vals, tscales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 3); break;         \
+            case 2: q8_tile(vals, tscales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 2); break;         \
+            default: q8_tile(vals, tscales, gscales, mins, FMT, in, m0, K, ym, b, N, Q8_NB, 1); break;        \
             }                                                                                                 \
             continue;                                                                                         \
         }                                                                                                     \
         for (int i = 0; i < nb; i++) /* each alone: the same instructions per output as in a full block */    \
-            q8_tile(vals + i, scales + 2 * i, gscales + i, mins + i, FMT, in, m0, K, ym + i, b ? b + i : 0, N, \
+            q8_tile(vals + i, tscales + i, gscales + i, mins + i, FMT, in, m0, K, ym + i, b ? b + i : 0, N,   \
                     1, mb);                                                                                   \
     }                                                                                                         \
 }
 Q8_TILE_ROWS(q8_tile_rows_q5_0, GGUF_Q5_0)
 Q8_TILE_ROWS(q8_tile_rows_q8_0, GGUF_Q8_0)
 Q8_TILE_ROWS(q8_tile_rows_q4_k, GGUF_Q4_K)
+Q8_TILE_ROWS(q8_tile_rows_q6_k, GGUF_Q6_K)
 
 
 int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
                        int threads) {
-    const int per = q_block_values(fmt);
-    if (!q_block_bytes(fmt) || K % 64 || K % per || M <= 0) return -1;
-    const size_t row_bytes = (size_t)K / per * q_block_bytes(fmt);
+    const int per = q8_block_values(fmt);
+    if (!q8_block_bytes(fmt) || K % 64 || K % per || M <= 0) return -1;
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
     q8_input in = {0};
-    const int ok = q8_prepare(x, M, K, fmt, &in);
+    const int ok = q8_prepare(x, M, K, fmt, M > Q8_FUSED_MB, &in);
     if (ok) { q8_release(&in); return ok == -2 ? -2 : -1; }
     const int blocks = (N + Q8_NB - 1) / Q8_NB, chunks = K / 64;
+    const int fused = M <= Q8_FUSED_MB; /* one input tile: each weight row decoded in registers as it is read */
+    void (*const fused_rows)(const uint8_t *, size_t, const q8_input *, int, int, float *, const float *, int, int) =
+        fmt == GGUF_Q5_0 ? q8_fused_rows_q5_0 : fmt == GGUF_Q8_0 ? q8_fused_rows_q8_0
+        : fmt == GGUF_Q4_K ? q8_fused_rows_q4_k : q8_fused_rows_q6_k;
+    void (*const tile_rows)(const uint8_t *, size_t, const q8_input *, int, int, float *, const float *, int, int,
+                            __m512i *, __m512 *, __m512 *, __m512 *) =
+        fmt == GGUF_Q5_0 ? q8_tile_rows_q5_0 : fmt == GGUF_Q8_0 ? q8_tile_rows_q8_0
+        : fmt == GGUF_Q4_K ? q8_tile_rows_q4_k : q8_tile_rows_q6_k;
     int failed = 0;
     #pragma omp parallel num_threads(threads)
     {
-        __m512i *vals = aligned_alloc(64, (size_t)chunks * Q8_NB * sizeof(__m512i));
-        float *scales = aligned_alloc(64, ((size_t)chunks * Q8_NB * 2 * sizeof(float) + 63) / 64 * 64);
-        __m512 *gscales = aligned_alloc(64, ((size_t)chunks / 4 + 1) * Q8_NB * sizeof(__m512));
-        __m512 *mins = aligned_alloc(64, ((size_t)chunks / 4 + 1) * Q8_NB * sizeof(__m512));
-        if (!vals || !scales || !gscales || !mins) {
+        __m512i *vals = fused ? NULL : aligned_alloc(64, (size_t)chunks * Q8_NB * sizeof(__m512i));
+        __m512 *tscales = fused ? NULL : aligned_alloc(64, (size_t)chunks * Q8_NB * sizeof(__m512));
+        __m512 *gscales = fused ? NULL : aligned_alloc(64, ((size_t)chunks / 4 + 1) * Q8_NB * sizeof(__m512));
+        __m512 *mins = fused ? NULL : aligned_alloc(64, ((size_t)chunks / 4 + 1) * Q8_NB * sizeof(__m512));
+        const int ready = fused || (vals && tscales && gscales && mins);
+        if (!ready) {
             #pragma omp atomic write
             failed = 1;
         }
         #pragma omp for schedule(static)
         for (int blk = 0; blk < blocks; blk++) {
-            if (!vals || !scales || !gscales || !mins) continue;
+            if (!ready) continue;
             const int n0 = blk * Q8_NB, nb = N - n0 < Q8_NB ? N - n0 : Q8_NB;
             const uint8_t *wb = w + (size_t)n0 * row_bytes;
             for (size_t l = 0; l < (size_t)nb * row_bytes; l += 64) /* the next block's rows */
                 _mm_prefetch((const char *)(wb + (size_t)Q8_NB * row_bytes + l), _MM_HINT_T0);
             float *yb = y + n0;
             const float *bb = b ? b + n0 : 0;
-            if (fmt == GGUF_Q5_0) q8_tile_rows_q5_0(wb, row_bytes, &in, M, K, yb, bb, N, nb, vals, scales, gscales, mins);
-            else if (fmt == GGUF_Q8_0) q8_tile_rows_q8_0(wb, row_bytes, &in, M, K, yb, bb, N, nb, vals, scales, gscales, mins);
-            else q8_tile_rows_q4_k(wb, row_bytes, &in, M, K, yb, bb, N, nb, vals, scales, gscales, mins);
+            if (fused) fused_rows(wb, row_bytes, &in, M, K, yb, bb, N, nb);
+            else tile_rows(wb, row_bytes, &in, M, K, yb, bb, N, nb, vals, tscales, gscales, mins);
         }
         free(vals);
-        free(scales);
+        free(tscales);
         free(gscales);
         free(mins);
     }
@@ -2015,14 +2175,14 @@ int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b
 
 /* the GGUF file's values of rows [n0, n0 + n) of w, in fp32 (ggml's reference decoder: exact products) */
 int foretell_q8_decode(const uint8_t *w, int fmt, int n0, int n, int K, float *out) {
-    const int per = q_block_values(fmt);
-    if (!q_block_bytes(fmt) || K % per) return -1;
-    const size_t row_bytes = (size_t)K / per * q_block_bytes(fmt);
+    const int per = q8_block_values(fmt);
+    if (!q8_block_bytes(fmt) || K % per) return -1;
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
     for (int r = 0; r < n; r++) {
         const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
         float *o = out + (size_t)r * K;
         for (int blk = 0; blk < K / per; blk++) {
-            const uint8_t *p = row + (size_t)blk * q_block_bytes(fmt);
+            const uint8_t *p = row + (size_t)blk * q8_block_bytes(fmt);
             float *ob = o + (size_t)blk * per;
             if (fmt == GGUF_Q8_0) {
                 for (int i = 0; i < 32; i++) ob[i] = half1(p) * (float)(int8_t)p[2 + i];
@@ -2034,6 +2194,19 @@ int foretell_q8_decode(const uint8_t *w, int fmt, int n0, int n, int K, float *o
                     ob[i] = half1(p) * (float)(lo - 16);
                     ob[i + 16] = half1(p) * (float)(hi - 16);
                 }
+            } else if (fmt == GGUF_Q6_K) { /* ggml's dequantize_row_q6_K */
+                const float d = half1(p + 208);
+                const uint8_t *ql = p, *qh = p + 128;
+                const int8_t *sc = (const int8_t *)(p + 192);
+                for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8)
+                    for (int l = 0; l < 32; l++) {
+                        const int is = l / 16;
+                        float *oh = ob + 128 * h;
+                        oh[l] = d * (float)sc[is] * (float)(((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32);
+                        oh[l + 32] = d * (float)sc[is + 2] * (float)(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                        oh[l + 64] = d * (float)sc[is + 4] * (float)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                        oh[l + 96] = d * (float)sc[is + 6] * (float)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                    }
             } else {
                 const float d = half1(p), dmin = half1(p + 2);
                 for (int j = 0; j < 8; j += 2) {

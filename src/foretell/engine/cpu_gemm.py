@@ -187,14 +187,15 @@ a CPU without AVX-512) 1 token 0.94x, 4 tokens 0.97x, 17-256 tokens 0.99-1.02x (
 **int8 products on GGUF blocks** (since 2026-11-28; ``foretell_linear_q8``, builds for AVX512-VNNI;
 :meth:`CpuGemm.linear_int8`): the way llama.cpp computes a quantized model. Each input row is cut into blocks of
 32 values, each scaled to int8 by its largest magnitude; a block's 32 products with the weight block's integers
-(Q5_0, Q8_0, Q4_K) are summed exactly in int32 by VPDPBUSD (64 products an instruction), then scaled by the two
-blocks' scales in fp32, four chunks of 64 values folded together before the floats. It reads 0.56-1.06 bytes a
+(Q5_0, Q8_0, Q4_K, Q6_K) are summed exactly in int32 by VPDPBUSD (64 products an instruction), then scaled by the
+two blocks' scales in fp32, four chunks of 64 values folded together before the floats. It reads 0.56-1.06 bytes a
 weight instead of 2, and is not the bf16 model's arithmetic: the GGUF file's own weights (exactly) times int8
 inputs, so its values differ from the bf16 route's by about the int8 rounding (on the 0.5B's layers, random
 inputs with an outlier channel: 0.6-1.2% of the largest output). Each output is one fixed sequence of instructions
 over its own input row and weight row, whatever the number of rows, so exact mode uses it for the layers that have
 such blocks on CPUs with VNNI and neither AMX nor AVX512-BF16, where the model runs in fp32
-(:func:`foretell.engine.runner.int8_by_default`; ``--no-int8-linears`` keeps the bf16 route). The
+(:func:`foretell.engine.runner.int8_by_default`; ``--no-int8-linears`` keeps the bf16 route), the output head
+too where it has them (a tied embedding's). The
 0.5B's layers, cold weights, 2-core Cascade Lake Xeon (AVX-512 with VNNI, no BF16/AMX), ms per call, bf16
 weights' fp32 route -> int8 (fastest of 7, alternating; ``benchmarks/results/run-2026-11-28-cascadelake-int8``):
 
@@ -210,6 +211,27 @@ Whole passes of the 0.5B in fp32 exact mode (600 cached tokens, the route on and
 process, median paired ratio of 6): 1 token 0.78x the time (64 against 82 ms), 4 tokens 0.89x, 16 tokens 0.92x,
 64 tokens 0.97x, 128 tokens 0.94x. Before the four chunks were folded (one conversion, product and sum per
 chunk and pair) passes of 16 rows and more were slower than the bf16 route: both were bound by the one FMA port.
+
+Since the next round (``benchmarks/results/run-2026-11-28-cascadelake-q8fused``): passes of up to 8 rows decode
+each weight row in registers as they read it (no buffer; the scales gathered and widened in registers, not
+stored and reloaded), longer ones read each group of 4 chunks with weights and inputs interleaved (a 4 x 4
+transpose per 128 bits: VPDPBUSD sums a group in one chain, 7 instructions a group and pair instead of 16). The
+integer sums are the same, so every output keeps its bits. Q6_K (the 0.5B's 12 ``down_proj`` layers, 16-value
+sub-blocks with int8 scales: a folded group's lanes are one sub-block each) joins the formats, and the output
+head takes the route from the tied embedding's Q5_0 blocks (94 MB, against its 136 MB int8 argmax copy or its
+272 MB bf16 weights). Same machine, cold weights, ms per call, the round before -> this round:
+
+    rows                     1              8              16             64
+    4864 x 896 Q5_0    0.325 -> 0.232  0.655 -> 0.589  1.054 -> 0.836  4.102 -> 3.057
+    896 x 4864 Q4_K    0.398 -> 0.220  1.019 -> 0.868  1.110 -> 0.809  3.656 -> 2.511
+    896 x 896 Q5_0     0.058 -> 0.039  0.129 -> 0.112  0.210 -> 0.166  0.675 -> 0.532
+    896 x 4864 Q6_K    0.255 (its bf16 route read 8.7 MB: about 0.45)
+    head 151936 x 896  bf16 route 15.8 / 18.5 / 37.4 / 127.7 (1, 4, 16, 64 rows) -> int8 9.4 / 14.0 / 31.4 / 118.3
+
+Whole passes, the two rounds alternating in one process (600 cached tokens, median paired ratio of 8): rows that
+need only their argmax (greedy; the round before read its head's int8 copy for 1-2 rows) 1 token 0.86x the time
+(57.1 -> 49.1 ms), 4 tokens 0.85x, 16 tokens 0.82x, 64 tokens 0.80x; all logits (sampling) 1 token 0.78x, 16
+tokens 0.80x, 64 tokens 0.82x.
 
 Example::
 
@@ -240,10 +262,13 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("cpu_gemm.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 
-# GGUF block formats the kernel decodes: type id -> (values, bytes) per block
-GGUF_BLOCKS = {8: (32, 34), 6: (32, 22), 12: (256, 144)}  # Q8_0, Q5_0, Q4_K
-INT8_FORMATS = (8, 6, 12)
-"""GGUF block formats :meth:`CpuGemm.linear_int8` multiplies with int8 inputs (Q8_0, Q5_0, Q4_K)."""
+# GGUF block formats the kernel reads: type id -> (values, bytes) per block
+GGUF_BLOCKS = {8: (32, 34), 6: (32, 22), 12: (256, 144), 14: (256, 210)}  # Q8_0, Q5_0, Q4_K, Q6_K
+BF16_FORMATS = (8, 6, 12)
+"""GGUF block formats :meth:`CpuGemm.linear` decodes to bf16 (Q8_0, Q5_0, Q4_K; Q6_K's bf16 weights were faster
+to read than its blocks to decode)."""
+INT8_FORMATS = (8, 6, 12, 14)
+"""GGUF block formats :meth:`CpuGemm.linear_int8` multiplies with int8 inputs (Q8_0, Q5_0, Q4_K, Q6_K)."""
 BLOCK_ROWS_MAX = 4
 """Passes of up to this many rows read a layer's GGUF blocks (one input tile: decoding costs about what the
 narrower weights save); longer ones read its bf16 weights. Same bits either way. On AMX tiles the engine's layers
@@ -457,31 +482,39 @@ class CpuGemm:
         return self._linear_q8 is not None
 
     def int8_takes(self, blocks: GgufWeight | None) -> bool:
-        """Whether :meth:`linear_int8` takes ``blocks``: Q5_0, Q8_0 or Q4_K rows of a multiple of 64 values."""
+        """Whether :meth:`linear_int8` takes ``blocks``: Q5_0, Q8_0, Q4_K or Q6_K rows of a multiple of 64 values."""
         return self.int8 and blocks is not None and blocks.fmt in INT8_FORMATS and blocks.shape[1] % 64 == 0
 
     def decode_blocks(self, blocks: GgufWeight) -> torch.Tensor:
         """float32 [N, K]: the GGUF file's values of ``blocks`` (ggml's reference decoder), what :meth:`linear_int8`
         multiplies by."""
         if not self.int8_takes(blocks):
-            raise TypeError("decode_blocks takes Q5_0, Q8_0 or Q4_K blocks on a build with AVX512-VNNI")
+            raise TypeError("decode_blocks takes Q5_0, Q8_0, Q4_K or Q6_K blocks on a build with AVX512-VNNI")
         n, k = blocks.shape
         out = torch.empty(n, k, dtype=torch.float32)
         self._q8_decode(blocks.data.data_ptr(), blocks.fmt, 0, n, k, out.data_ptr())
         return out
 
-    def linear_int8(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def linear_int8(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
         """float32 ``x`` W^T (+ ``bias``) for the weight W that ``blocks`` hold, computed as llama.cpp computes a
         quantized model: each row of ``x`` cut into blocks of 32 values, each scaled to int8 (by max |x| / 127),
         the int8 products of a block summed exactly in int32 (VPDPBUSD), then scaled by the two blocks' scales in
         fp32. Not the bits of :meth:`linear` (nor its values exactly: int8 inputs), but every row's result depends
-        on its own input row alone, in every call. Rows with an inf or NaN give NaN. Returns float32 [*, N]."""
+        on its own input row alone, in every call. Rows with an inf or NaN give NaN. Returns float32 [*, N]; ``out``:
+        a float32 buffer of at least rows x N values to write into (the result is a view of it), as for
+        :meth:`logits`."""
         n, k = blocks.shape
         if not self.int8_takes(blocks) or x.shape[-1] != k:
             raise ValueError(f"linear_int8 takes rows of {k} values and blocks it reads (int8_takes)")
         rows = x.reshape(-1, k).float().contiguous()
         m = rows.shape[0]
-        result = torch.empty(m, n, dtype=torch.float32)
+        if out is None:
+            result = torch.empty(m, n, dtype=torch.float32)
+        elif out.dtype != torch.float32 or out.device.type != "cpu" or not out.is_contiguous() or out.numel() < m * n:
+            raise ValueError(f"out must be a contiguous float32 CPU buffer of at least {m * n} values")
+        else:
+            result = out.view(-1)[: m * n].view(m, n)
         if bias is not None and (bias.dtype != torch.float32 or bias.shape != (n,) or not bias.is_contiguous()):
             raise ValueError(f"linear_int8 takes a contiguous float32 bias of {n} values")
         if m:
@@ -504,10 +537,15 @@ class CpuGemm:
         """Whether :meth:`linear` can read a weight's GGUF blocks (:class:`GgufWeight`) for bf16 inputs."""
         return self._linear_q is not None
 
+    def decodes(self, blocks: GgufWeight | None) -> bool:
+        """Whether :meth:`linear` can read ``blocks`` (a build with AVX512-BF16, a format of :data:`BF16_FORMATS`)."""
+        return self.reads_blocks and blocks is not None and blocks.fmt in BF16_FORMATS
+
     def dequantize(self, blocks: GgufWeight) -> torch.Tensor:
         """The bf16 weight [N, K] that the kernel decodes from ``blocks`` (what :meth:`linear` multiplies by)."""
-        if not self.reads_blocks:
-            raise TypeError("this build of foretell's CPU GEMM does not decode GGUF blocks (no AVX512-BF16)")
+        if not self.decodes(blocks):
+            raise TypeError("this build of foretell's CPU GEMM does not decode these GGUF blocks to bf16 (no "
+                            "AVX512-BF16, or a format not in BF16_FORMATS)")
         n, k = blocks.shape
         out = torch.empty(n, k, dtype=torch.bfloat16)
         self._dequantize(blocks.data.data_ptr(), blocks.fmt, 0, n, k, out.data_ptr())
@@ -528,8 +566,9 @@ class CpuGemm:
         n, k = blocks.shape
         rows = x.reshape(-1, k).contiguous()
         m = rows.shape[0]
-        if not self.reads_blocks or x.dtype != torch.bfloat16 or not 0 < m <= BLOCK_ROWS_MAX:
-            raise ValueError(f"linear_blocks takes 1-{BLOCK_ROWS_MAX} bf16 rows on a build that reads blocks")
+        if not self.decodes(blocks) or x.dtype != torch.bfloat16 or not 0 < m <= BLOCK_ROWS_MAX:
+            raise ValueError(f"linear_blocks takes 1-{BLOCK_ROWS_MAX} bf16 rows on a build that reads blocks, and "
+                             f"blocks of BF16_FORMATS")
         if bias is not None and (bias.dtype != torch.float32 or bias.shape != (n,) or not bias.is_contiguous()):
             raise ValueError(f"linear_blocks takes a contiguous float32 bias of {n} values")
         result = torch.empty(m, n, dtype=torch.float32)
@@ -604,7 +643,7 @@ class CpuGemm:
             raise ValueError(f"out must be a contiguous float32 CPU buffer of at least {m * n} values")
         else:
             result = out.view(-1)[: m * n].view(m, n)
-        read_blocks = bool(m) and blocks is not None and fn is self._dot and m <= BLOCK_ROWS_MAX and self.reads_blocks
+        read_blocks = bool(m) and fn is self._dot and m <= BLOCK_ROWS_MAX and self.decodes(blocks)
         if read_blocks and blocks.shape != (n, k):
             raise ValueError(f"GGUF blocks of shape {blocks.shape} for a weight of shape {(n, k)}")
         if not m or (fn is self._dot and self._amx_run(rows, weight, blocks if read_blocks else None, bias, result,

@@ -706,6 +706,8 @@ class ExactKernelLinear(torch.nn.Module):
             size = x.numel() // x.shape[-1] * self.out_features
             out = self._head_out(size, torch.float32) if self.rows.reuse_logits and size * 4 <= HEAD_BUFFER_BYTES \
                 else None
+            if self.int8 is not None:
+                return self.gemm.linear_int8(x, self.int8, self.kernel_bias, out=out)
             if self.argmax is not None and self.rows.argmax_only:
                 bounded = self.argmax.logits(x, self.kernel_weight, out=out)
                 if bounded is not None:
@@ -832,7 +834,7 @@ def _checked_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGe
     """``blocks`` where the kernel decodes them to exactly ``weight`` (bf16), else None: a layer reads its GGUF
     blocks (:attr:`ExactKernelLinear.blocks`) only where that gives the same bits as its bf16 weights, and not
     on AMX tiles, where its bf16 weights are the faster read (see :data:`~foretell.engine.cpu_gemm.BLOCK_ROWS_MAX`)."""
-    if blocks is None or not gemm.reads_blocks or gemm.amx or weight.dtype != torch.bfloat16 \
+    if not gemm.decodes(blocks) or gemm.amx or weight.dtype != torch.bfloat16 \
             or tuple(weight.shape) != blocks.shape:
         return None
     if not torch.equal(gemm.dequantize(blocks).view(torch.int16), weight.contiguous().view(torch.int16)):
@@ -867,8 +869,9 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
     None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86).
     ``argmax_head``: where the build and the head take it, the head keeps an int8 copy for passes whose rows need
     only their argmax (:class:`foretell.engine.cpu_gemm.ArgmaxHead`: a bias-free head with a bf16 kernel weight,
-    on AMX int8 tiles or AVX2). ``int8``: the layers (not the head) that keep GGUF blocks the build multiplies with
-    int8 inputs compute their kernel rows that way (:meth:`CpuGemm.linear_int8`); None = :func:`int8_by_default`."""
+    on AMX int8 tiles or AVX2; not for a head on the int8 route). ``int8``: the layers that keep GGUF blocks the
+    build multiplies with int8 inputs compute their kernel rows that way (:meth:`CpuGemm.linear_int8`), the head
+    too (a tied embedding's blocks: its argmax comes from those logits); None = :func:`int8_by_default`."""
     param = next(model.parameters())
     gemm = cpu_gemm.load() if param.device.type == "cpu" else None
     if gemm is None:
@@ -877,14 +880,14 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
     head = model.get_output_embeddings()
     int8 = int8_by_default(gemm) if int8 is None else int8 and gemm.int8
     _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head,
-                                                         int8=int8 and child is not head))
+                                                         int8=int8))
     if gemm.reads_blocks or gemm.amx or int8:
         SharedInputGroup.join(model, gemm)
     head = model.get_output_embeddings()
     # without AMX, a bf16 head's short passes read its GGUF blocks where it has them (Q8_0: as few bytes)
     reads_blocks = (getattr(head, "blocks", None) is not None and gemm.reads_blocks and gemm.bf16dot
                     and param.dtype == torch.bfloat16)
-    if (argmax_head and isinstance(head, ExactKernelLinear) and head.kernel_bias is None
+    if (argmax_head and isinstance(head, ExactKernelLinear) and head.kernel_bias is None and head.int8 is None
             and cpu_gemm.ArgmaxHead.supports(gemm, head.kernel_weight) and (gemm.amx or not reads_blocks)):
         head.argmax = cpu_gemm.ArgmaxHead(gemm, head.kernel_weight)
     return rows

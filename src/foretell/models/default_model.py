@@ -50,8 +50,9 @@ CHUNK_PACKAGES = QWEN25_CODER_05B.chunk_packages
 EXPECTED_SIZE = QWEN25_CODER_05B.size
 EXPECTED_SHA256 = QWEN25_CODER_05B.sha256
 
-CONVERSION_FORMAT = 4
-"""Bumped whenever the conversion's output changes, so old caches are rebuilt (4: the GGUF blocks kept too)."""
+CONVERSION_FORMAT = 5
+"""Bumped whenever the conversion's output changes, so old caches are rebuilt (4: the GGUF blocks kept too; 5:
+Q6_K blocks among them)."""
 
 MARKER_NAME = "foretell-source.json"
 _DEFAULT_DIR_NAME = QWEN25_CODER_05B.dir_name
