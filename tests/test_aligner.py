@@ -392,6 +392,33 @@ def test_a_reanchor_drafts_in_its_own_context_until_the_output_follows_it():
     assert trusting.aligned and trusting.context() == "prediction/aligned"
 
 
+def test_a_reply_that_mostly_leaves_the_prediction_drafts_its_quotes_in_a_context_of_their_own():
+    """An explanation or a review of the file quotes pieces of it: after ``quote_after`` output tokens of which
+    fewer than ``quote_share`` lined up with the prediction, an alignment (or an anchored re-entry) drafts as
+    ``prediction/quote``, so the draft policy learns how long such quotes run apart from the long runs of an
+    edit. A reply that follows the file, a preamble before it included, stays ``prediction/aligned``."""
+    pred = list(range(100, 300))
+    prose = [7, 8, 9, 10, 11, 12, 13, 14] * 5  # 40 tokens of text the file does not hold
+    quoting = PredictionAligner(pred)
+    quoting.observe(prose + pred[50:58])  # then a quote of 8 tokens
+    assert quoting.aligned and quoting.matched == 8
+    assert quoting.quoting and quoting.context() == "prediction/quote"
+
+    editing = PredictionAligner(pred)
+    editing.observe(prose[:12] + pred[:60])  # a preamble, then the file
+    assert editing.aligned and not editing.quoting and editing.context() == "prediction/aligned"
+    editing.observe(prose + pred[60:64])  # an inserted block: most of the output still follows the file
+    assert not editing.quoting and editing.context() == "prediction/reanchored"
+
+    short = PredictionAligner(pred)
+    short.observe(prose[:20] + pred[50:58])  # too few tokens yet to tell
+    assert not short.quoting and short.context() == "prediction/aligned"
+
+    off = PredictionAligner(pred, config=AlignerConfig(quote_share=0.0))
+    off.observe(prose + pred[50:58])
+    assert not off.quoting and off.context() == "prediction/aligned"
+
+
 def test_a_false_anchor_back_in_the_file_is_undone_when_the_output_leaves_it():
     """New text can share a phrase with an earlier part of the file (": int =" of a type hint added to a def
     line, and of a dataclass field above it). Four tokens of it re-anchor there; when the output leaves that

@@ -71,11 +71,13 @@ from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 # x0.993 (geomean), passes 4385 -> 4349, the ratio to n-gram lookup alone 1.147 -> 1.155; best JS modernise on
 # the 1.5B (105 -> 98 passes), worst a 1.5B docstring edit on EPYC (122 -> 124); (0.3, 4) and (0.5, 4) did a
 # little less, and a context of its own for blank lines (a paragraph's end) nothing more.
+# "prediction/quote" (a draft inside a reply that mostly leaves the prediction: an explanation quoting the file;
+# see AlignerConfig) at (0.5, 4): 0.35 and 0.65 did the same within 0.1% in the replay (replay_quote.py).
 PRIORS: dict[str, float | tuple[float, float]] = {
     "prediction/start": (0.3, 4.0), "prediction/lead": (0.8, 4.0), "prediction/aligned": 0.9,
     "prediction/reanchored": (0.75, 4.0),
     "prediction/guess": (0.15, 4.0), "prediction/tentative": (0.45, 4.0), "prediction/rejoin": (0.8, 4.0), "prediction/line": (0.6, 4.0),
-    "prediction/block": (0.2, 4.0),
+    "prediction/block": (0.2, 4.0), "prediction/quote": (0.5, 4.0),
     "ngram/4": 0.8, "ngram/3": 0.7, "ngram/1": (0.3, 4.0)}
 
 
