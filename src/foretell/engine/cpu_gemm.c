@@ -2025,6 +2025,10 @@ static inline __attribute__((always_inline)) void q8_tile(const __m512i *vals, c
                                             acc[i][j]);
             }
         }
+    if (nb == Q8_NB && Q8_MB == 4) { /* the 16 sums side by side: the same tree of additions, so the same bits */
+        store_sums16(&acc[0][0], mb, y, b, N, 0);
+        return;
+    }
     for (int i = 0; i < nb; i++)
         for (int j = 0; j < mb; j++)
             y[(size_t)j * N + i] = _mm512_reduce_add_ps(acc[i][j]) + (b ? b[i] : 0.0f);
