@@ -136,6 +136,18 @@ def test_a_layer_takes_the_int8_route_only_for_blocks_of_its_own_weights(gemm):
         assert not torch.equal(taken(x), got)
 
 
+def test_q6_k_blocks_are_the_int8_routes_alone(gemm):
+    """Q6_K blocks (kept at conversion since the int8 route reads them) are not decoded to bf16: a bf16 layer with
+    them reads its bf16 weights."""
+    from foretell.engine.runner import _checked_blocks
+
+    weight, decoded = blocks_of("Q6_K", 8, 256, seed=6)
+    assert gemm.int8_takes(weight) and not gemm.decodes(weight)
+    assert _checked_blocks(weight, torch.from_numpy(decoded).bfloat16(), gemm) is None
+    with pytest.raises(TypeError):
+        gemm.dequantize(weight)
+
+
 def test_on_by_default_only_without_native_bf16(gemm):
     assert int8_by_default(gemm) == (not gemm.amx and not gemm.bf16dot)
     assert not int8_by_default(gemm.without_amx()) or not gemm.bf16dot

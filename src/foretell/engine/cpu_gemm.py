@@ -212,7 +212,7 @@ process, median paired ratio of 6): 1 token 0.78x the time (64 against 82 ms), 4
 64 tokens 0.97x, 128 tokens 0.94x. Before the four chunks were folded (one conversion, product and sum per
 chunk and pair) passes of 16 rows and more were slower than the bf16 route: both were bound by the one FMA port.
 
-Since the next round (``benchmarks/results/run-2026-11-28-cascadelake-q8fused``): passes of up to 8 rows decode
+A round later (``benchmarks/results/run-2026-11-28-cascadelake-q8fused``): passes of up to 8 rows decode
 each weight row in registers as they read it (no buffer; the scales gathered and widened in registers, not
 stored and reloaded), longer ones read each group of 4 chunks with weights and inputs interleaved (a 4 x 4
 transpose per 128 bits: VPDPBUSD sums a group in one chain, 7 instructions a group and pair instead of 16). The
@@ -228,10 +228,11 @@ head takes the route from the tied embedding's Q5_0 blocks (94 MB, against its 1
     896 x 4864 Q6_K    0.255 (its bf16 route read 8.7 MB: about 0.45)
     head 151936 x 896  bf16 route 15.8 / 18.5 / 37.4 / 127.7 (1, 4, 16, 64 rows) -> int8 9.4 / 14.0 / 31.4 / 118.3
 
-Whole passes, the two rounds alternating in one process (600 cached tokens, median paired ratio of 8): rows that
-need only their argmax (greedy; the round before read its head's int8 copy for 1-2 rows) 1 token 0.86x the time
-(57.1 -> 49.1 ms), 4 tokens 0.85x, 16 tokens 0.82x, 64 tokens 0.80x; all logits (sampling) 1 token 0.78x, 16
-tokens 0.80x, 64 tokens 0.82x.
+The 16 sums of a full tile run side by side (``store_sums16``: the same tree of additions as one horizontal sum
+each). Whole passes, the two rounds alternating in one process (600 cached tokens, median paired ratio of 8): rows
+that need only their argmax (greedy; the round before read its head's int8 copy for 1-2 rows) 1 token 0.84x the
+time (57.1 -> 49.1 ms in a quieter run), 4 tokens 0.82x, 16 tokens 0.78x, 64 tokens 0.71x; all logits (sampling)
+1 token 0.78x, 16 tokens 0.80x, 64 tokens 0.77x.
 
 Example::
 
