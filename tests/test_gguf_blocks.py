@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -160,15 +161,20 @@ def block_format(name: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("quantized")
+def convert_tiny(tmp_path_factory, name: str, formats) -> Path:
+    """A tiny qwen2 written as a GGUF with ``formats`` (tensor name -> block format or None), converted in a cache
+    of its own; the converted model's directory."""
+    root = tmp_path_factory.mktemp(name)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FORETELL_CACHE_DIR", str(root / "cache"))
         gguf_file = root / "tiny-q.gguf"
-        write_tiny_qwen2_gguf(gguf_file, hidden_size=256, intermediate_size=512, block_format=block_format)
-        resolved = loader.resolve_model(str(gguf_file), progress=False)
-    return resolved.path
+        write_tiny_qwen2_gguf(gguf_file, hidden_size=256, intermediate_size=512, block_format=formats)
+        return loader.resolve_model(str(gguf_file), progress=False).path
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    return convert_tiny(tmp_path_factory, "quantized", block_format)
 
 
 def test_conversion_keeps_every_linear_layers_blocks(converted):

@@ -21,8 +21,8 @@ from foretell.engine.cpu_gemm import GgufWeight
 from foretell.engine.llm_engine import LLMEngine
 from foretell.engine.runner import ExactKernelLinear, ExactRows, ModelRunner, int8_by_default
 from foretell.models import loader
-from foretell.testing.tiny_gguf import random_blocks, write_tiny_qwen2_gguf
-from test_gguf_blocks import outputs, request  # the same requests and output collection as the bf16 blocks' tests
+from foretell.testing.tiny_gguf import random_blocks
+from test_gguf_blocks import convert_tiny, outputs, request  # as the bf16 blocks' tests make and run them
 
 gguf = pytest.importorskip("gguf")
 FORMATS = ["Q8_0", "Q5_0", "Q4_K", "Q6_K"]
@@ -171,13 +171,7 @@ def block_format(name: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("quantized-int8")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FORETELL_CACHE_DIR", str(root / "cache"))
-        gguf_file = root / "tiny-q.gguf"
-        write_tiny_qwen2_gguf(gguf_file, hidden_size=256, intermediate_size=512, block_format=block_format)
-        resolved = loader.resolve_model(str(gguf_file), progress=False)
-    return resolved.path
+    return convert_tiny(tmp_path_factory, "quantized-int8", block_format)
 
 
 def runner_for(path, int8: bool) -> ModelRunner:
