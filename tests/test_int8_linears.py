@@ -186,6 +186,8 @@ def test_the_layers_read_their_blocks_in_groups_with_the_bits_of_separate_calls(
 
     runners = {grouped: runner_for(converted, int8=True) for grouped in (True, False)}
     assert runners[True].int8_layers == 15
+    for runner in runners.values():  # layer by layer (the one-call loop's own test is below)
+        runner._lean.native = None
     names = [n for n, m in runners[True].model.named_modules() if isinstance(m, ExactKernelLinear) and m.int8 is None]
     assert names == []
     assert runners[True].model.lm_head.argmax is None  # its argmax comes from these logits
@@ -232,9 +234,12 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
         garbage = [rng.randrange(256) for _ in range(48)]
         reqs += [request(p, out), request(p, out[:20] + [1, 2, 3] + out[23:]), request(p, garbage),
                  request(p, []), request(p, out + out)]
+    native = engine.runner._lean.native
+    before = native.passes
     got, passes = outputs(engine, reqs)
     assert got == [out for out in plain for _ in range(5)]
     assert max(passes[0], passes[5]) < 12
+    assert native.passes > before  # decode and verify passes ran through the one-call layer loop
     # the route is really on: the bf16 route's logits for the same pass differ
     from foretell.engine.kv_cache import SeqKV
     from foretell.engine.runner import Segment
@@ -246,3 +251,57 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
         results.append(runner.forward([Segment(kv, prompts[1], 4)])[0])
     assert not torch.equal(results[0], results[1])
     assert torch.allclose(results[0], results[1], atol=0.05 * results[1].abs().max().item())
+
+
+def test_the_one_call_layer_loop_gives_the_bits_of_the_layer_by_layer_pass(gemm, converted):
+    """foretell_layers_q8 runs a whole pass of the layers in one call: passes of 1, 5 and 12 rows, alone and with a
+    second sequence, with and without a sliding window, give the logits and write the keys and values of the
+    layer-by-layer loop to the bit. A row with a NaN makes it decline (the layer-by-layer pass handles those)."""
+    from foretell.engine.kv_cache import SeqKV
+    from foretell.engine.layer_loop import Q8LayerLoop
+    from foretell.engine.runner import Segment
+
+    runner = runner_for(converted, int8=True)
+    lean = runner._lean
+    assert lean.native is not None
+    rng = random.Random(2)
+    prompts = [[rng.randrange(256) for _ in range(n)] for n in (20, 11)]
+    for window in (None, 5):
+        for layer in lean.layers:
+            layer.self_attn.sliding_window = window
+        lean.steps = [lean._layer_step(layer) for layer in lean.layers]
+        native = Q8LayerLoop.build(lean)
+        kvs = [SeqKV(runner.kv_shape, 64, 64) for _ in prompts]
+        for kv, prompt in zip(kvs, prompts):
+            runner.forward([Segment(kv, prompt, 1)])
+            kv.length = len(prompt)
+        for n in (1, 5, 12):
+            for together in (False, True):
+                tokens = [[rng.randrange(256) for _ in range(n + j)] for j in range(2 if together else 1)]
+                results, caches = [], []
+                for loop in (None, native):
+                    lean.native = loop
+                    passes = native.passes
+                    logits = runner.forward([Segment(kv, t, len(t)) for kv, t in zip(kvs, tokens)])
+                    assert native.passes == passes + (loop is not None)
+                    results.append([x.clone() for x in logits])
+                    caches.append([torch.cat([c[:, kv.length: kv.length + len(t)] for c in kv.keys + kv.values])
+                                   for kv, t in zip(kvs, tokens)])
+                assert all(torch.equal(a, b) for a, b in zip(*results))
+                assert all(torch.equal(a, b) for a, b in zip(*caches))
+            for kv in kvs:
+                kv.length += 1  # accept one token: the next pass sees more keys (past the window)
+    lean.native = native
+    embeddings = lean.embed.weight
+    nan_token = prompts[0][0]
+    saved = embeddings[nan_token].clone()
+    embeddings[nan_token] = float("nan")
+    try:
+        kv = SeqKV(runner.kv_shape, 64, 64)
+        runner.forward([Segment(kv, prompts[1], 1)])
+        kv.length = len(prompts[1])
+        passes = native.passes
+        logits = runner.forward([Segment(kv, [nan_token, 3], 2)])[0]
+        assert native.passes == passes and torch.isnan(logits).all()
+    finally:
+        embeddings[nan_token] = saved

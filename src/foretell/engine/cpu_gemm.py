@@ -358,6 +358,12 @@ class CpuGemm:
                                         ctypes.c_void_p]
         else:
             self._linear_q8 = self._q8_decode = None
+        # a whole pass of a decoder's layers on the int8 route (layer_loop.Q8LayerLoop)
+        self.layers_q8 = getattr(library, "foretell_layers_q8", None) if self._linear_q8 is not None else None
+        if self.layers_q8 is not None:
+            self.layers_q8.restype = ctypes.c_int
+            self.layers_q8.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int] \
+                + [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6 + [ctypes.c_float] * 2 + [ctypes.c_int]
         # a decoder layer's elementwise steps on bf16 rows (built only for AVX-512 with BW and VL): layer glue
         self._rmsnorm = getattr(library, "foretell_rmsnorm_bf16", None)
         self._silu_mul = getattr(library, "foretell_silu_mul_bf16", None)

@@ -40,6 +40,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from foretell.engine import cpu_gemm
 from foretell.engine.cpu_gemm import CpuGemm, GgufWeight
 from foretell.engine.kv_cache import KVShape, SeqKV
+from foretell.engine.layer_loop import Q8LayerLoop
 from foretell.models.gguf_blocks import detach_blocks
 
 ATTN_NAME = "foretell_packed"
@@ -1175,6 +1176,8 @@ class LeanDecoder:
         norm = self.layers[0].input_layernorm  # exact mode's glue: the rotary embedding on the kernel too
         self.glue_gemm, self.glue_rows = (norm.gemm, norm.rows) if isinstance(norm, GlueRMSNorm) else (None, None)
         self.steps = [self._layer_step(layer) for layer in self.layers]
+        # exact mode's int8 route: the whole loop in one kernel call where every layer is on it
+        self.native: Q8LayerLoop | None = Q8LayerLoop.build(self)
 
     @staticmethod
     def _layer_step(layer) -> tuple:
@@ -1201,6 +1204,10 @@ class LeanDecoder:
         """float32 logits [rows, vocab] of a pass whose every row needs them (``ids``/``positions`` [1, rows])."""
         h = self.embed(ids)
         cos, sin = self.rotary(h, positions)
+        if self.native is not None and self.native.takes(batch, self.glue_rows):
+            x = self.native(batch, h, cos, sin)
+            if x is not None:
+                return self.head(x)[0].float()
         rows = ids.shape[1]
         delta = None  # what the last block adds to h, added by the next norm (with exact mode's glue, in its pass)
         for (norm1, q_proj, k_proj, v_proj, attn, head_dim, scaling, window, o_proj, norm2, gate_proj, up_proj,
@@ -1339,17 +1346,7 @@ class ModelRunner:
         self._lean: LeanDecoder | None = None
         lean = LeanDecoder.build(self.model) if self.device.type == "cpu" else None
         if lean is not None:
-            try:
-                matches = self._lean_matches(lean)
-            except Exception as exc:  # a layout the loop does not follow after all: transformers' forward
-                log.warning("the lean decoder loop failed on this model (%s); every pass goes through "
-                            "transformers' forward", exc)
-            else:
-                if matches:
-                    self._lean = lean
-                else:
-                    log.warning("the lean decoder loop's logits differ from transformers' forward for this model; "
-                                "every pass goes through transformers' forward")
+            self._lean = self._checked_lean(lean)
 
     @contextlib.contextmanager
     def library_linears(self):
@@ -1454,6 +1451,25 @@ class ModelRunner:
             result.append(logits[row : row + s.num_logits])
             row += s.num_logits
         return result
+
+    def _checked_lean(self, lean: LeanDecoder) -> LeanDecoder | None:
+        """``lean`` where it gives transformers' forward's logits (:meth:`_lean_matches`), with its one-call loop
+        (:class:`Q8LayerLoop`) where that does too, else None."""
+        try:
+            matches = self._lean_matches(lean)
+        except Exception as exc:  # a layout the loop does not follow after all: transformers' forward
+            log.warning("the lean decoder loop failed on this model (%s)", exc)
+            matches = False
+        if matches:
+            return lean
+        if lean.native is not None:
+            log.warning("the one-call layer loop's logits differ from transformers' forward for this model; "
+                        "passes run layer by layer")
+            lean.native = None
+            return self._checked_lean(lean)
+        log.warning("the lean decoder loop's logits differ from transformers' forward for this model; every pass "
+                    "goes through transformers' forward")
+        return None
 
     def _lean_matches(self, lean: LeanDecoder) -> bool:
         """Whether ``lean`` gives transformers' forward's logits to the bit: a 7-token prompt chunk, then passes
