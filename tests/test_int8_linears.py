@@ -106,6 +106,29 @@ def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(gemm, fmt):
     assert torch.isnan(out[3]).all() and torch.equal(out[torch.arange(9) != 3], got[torch.arange(9) != 3])
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_prompt_chunks_take_the_same_int8_products_laid_out_for_many_rows(gemm, fmt):
+    """gemm_int8 (a prompt chunk's rows): against the float64 reference as linear_int8, with an outlier channel and
+    a bias; 48 outputs (a tile of 32 and one of 16) and 23 rows (tiles of 6 and one of 5); every row the same bits
+    alone, in any slice; a row with an inf: None (the caller computes the chunk on the library)."""
+    width = 512 if fmt in ("Q4_K", "Q6_K") else 576
+    weight, decoded = blocks_of(fmt, 48, width, seed=4)
+    bias = torch.randn(48, generator=torch.Generator().manual_seed(5))
+    x = torch.randn(23, width, generator=torch.Generator().manual_seed(6))
+    x[:, 9] = -30.0
+    got = gemm.gemm_int8(x, weight, bias)
+    want = reference(x.numpy(), decoded, bias.numpy().astype(np.float64))
+    size = np.abs(x.numpy()).astype(np.float64) @ np.abs(decoded).astype(np.float64).T + 1.0
+    assert np.all(np.abs(got.numpy() - want) <= 2e-6 * size)
+    assert np.allclose(got.numpy(), gemm.linear_int8(x, weight, bias).numpy(), rtol=0, atol=1e-5 * size.max())
+    for start, rows in ((0, 1), (5, 1), (3, 7), (11, 12)):
+        assert torch.equal(gemm.gemm_int8(x[start : start + rows].clone(), weight, bias), got[start : start + rows])
+    assert torch.equal(gemm.gemm_int8(x, weight)[:, :16] + bias[:16], got[:, :16])
+    broken = x.clone()
+    broken[3, 100] = float("inf")
+    assert gemm.gemm_int8(broken, weight, bias) is None
+
+
 def test_a_format_or_width_it_cannot_take_is_refused(gemm):
     weight, _ = blocks_of("Q8_0", 8, 96)  # 96 values a row: not a multiple of 64
     assert not gemm.int8_takes(weight)
@@ -222,12 +245,22 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
     the same as plain decoding on the same route, and the perfect prediction saves passes. The route changes the
     numbers (its logits differ from the bf16 route's), so this is not a check that holds without it."""
     config = EngineConfig(max_num_seqs=8, kv_budget_tokens=16384, prefill_chunk=32, k_max=32,
-                          measure_cost_curve=False, exact=True)
+                          measure_cost_curve=False, exact=True, exact_prompt_kernel_rows=8)
     engine = LLMEngine(runner_for(converted, int8=True), loader.load_tokenizer(converted), config)
     assert engine.runner.int8_layers == 15
     rng = random.Random(0)
-    prompts = [[rng.randrange(256) for _ in range(n)] for n in (9, 30)]
-    plain, _ = outputs(engine, [request(p, method="none") for p in prompts])
+    # 9 tokens: all on the kernel (8 rows before the last); 75: chunks of 32, 32 and 10 rows (gemm_int8), then the
+    # last token on the kernel
+    prompts = [[rng.randrange(256) for _ in range(n)] for n in (9, 75)]
+    chunk_calls = []
+    kernel = engine.runner.model.lm_head.gemm
+    original = kernel.gemm_int8
+    kernel.gemm_int8 = lambda *args, **kw: chunk_calls.append(1) or original(*args, **kw)
+    try:
+        plain, _ = outputs(engine, [request(p, method="none") for p in prompts])
+    finally:
+        del kernel.gemm_int8
+    assert chunk_calls  # the long prompt's chunks on gemm_int8
     assert len({tuple(o) for o in plain}) == 2 and all(len(set(o)) > 3 for o in plain)
     reqs = []
     for p, out in zip(prompts, plain):
@@ -247,7 +280,7 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
     results = []
     for int8 in (True, False):
         runner = runner_for(converted, int8=int8)
-        kv = SeqKV(runner.kv_shape, 64, 64)
+        kv = SeqKV(runner.kv_shape, 128, 128)
         results.append(runner.forward([Segment(kv, prompts[1], 4)])[0])
     assert not torch.equal(results[0], results[1])
     assert torch.allclose(results[0], results[1], atol=0.05 * results[1].abs().max().item())

@@ -1728,6 +1728,14 @@ void foretell_silu_mul_bf16(const bf16 *g, const bf16 *u, int ld, bf16 *y, int M
  * vectors), then runs tiles of 4 weight rows x 4 input rows from it. Both give each output the same integer sums
  * and the same float instructions, so the same bits. K must be a multiple of 64 (256 for Q4_K and Q6_K). */
 enum { Q8_NB = 4, Q8_MB = 4, Q8_FUSED_MB = 8 };
+
+/* acc + VPDPBUSD(a, b) (a's bytes unsigned, b's signed), in place: GCC 12 copies the accumulator around the
+ * intrinsic's instruction and back, two moves per product in a tile's loop */
+static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+}
+
 enum { GGUF_Q6_K = 14 }; /* int8 route only (the bf16 decoder above does not take it) */
 
 /* bytes and values of a block of a format the int8 route takes; 0 bytes for others */
@@ -2237,6 +2245,214 @@ int foretell_q8_decode(const uint8_t *w, int fmt, int n0, int n, int K, float *o
         }
     }
     return 0;
+}
+
+/* ---- a prompt chunk's rows on int8 products (foretell_gemm_q8): y = x W^T (+ b), W given as GGUF blocks ----
+ * The same quantities as foretell_linear_q8 (the file's integers, the input rows scaled to int8 per 32 values as
+ * llama.cpp scales them) laid out for many rows: each thread decodes 32 weight rows at a time into VPDPBUSD's
+ * layout (a vector = 16 weight rows x 4 values, unsigned: Q8_0's values + 128, Q5_0's 0..31, Q4_K's 0..15, Q6_K's
+ * 0..63) with one float scale per weight row and block (32 values; 16 for Q6_K), then runs every input row against
+ * them in tiles of 4 rows x 32 outputs, the input's 4 values broadcast: 8 VPDPBUSD per step of 4 values, and per
+ * block one conversion, product and FMA per 16 outputs (the zero point, z times the block's sum of qx, is the
+ * integer sum's start). Each output sums its blocks in one fixed order whatever M and the tiles: a row's result
+ * depends on its own input row alone. Not foretell_linear_q8's bits (another order of float sums); exact mode uses
+ * it for prompt chunks, whose rows need only be the same in every pass over the same prompt. */
+enum { G8_MR = 6, G8_NR = 2 };
+
+static inline int g8_block(int fmt) { return fmt == GGUF_Q6_K ? 16 : 32; }
+static inline int g8_zero(int fmt) { return fmt == GGUF_Q5_0 ? 16 : fmt == GGUF_Q6_K ? 32 : fmt == GGUF_Q8_0 ? 128 : 0; }
+
+/* 16 weight rows (n0..n0 + 15 of w, fewer at the end: zeros) into pw ([K/4][16 rows][4] bytes), their block scales
+ * into sc ([K/B][16]) and, for Q4_K, the blocks' min terms dmin m into mn ([K/32][16]) */
+static void g8_pack(const uint8_t *w, int fmt, size_t row_bytes, int rows, int K, uint8_t *pw, float *sc, float *mn) {
+    const int B = g8_block(fmt), blocks = K / B, chunks = K / 64;
+    for (int j = 0; j < 16; j++) {
+        const uint8_t *row = w + (size_t)j * row_bytes;
+        for (int b = 0; b < blocks; b++) {
+            float s = 0.0f, m = 0.0f;
+            if (j < rows) {
+                if (fmt == GGUF_Q5_0 || fmt == GGUF_Q8_0) s = half1(row + (size_t)b * q8_block_bytes(fmt));
+                else if (fmt == GGUF_Q6_K) {
+                    const uint8_t *p = row + (size_t)(b / 16) * 210;
+                    s = half1(p + 208) * (float)(int8_t)p[192 + b % 16];
+                } else {
+                    const uint8_t *p = row + (size_t)(b / 8) * 144;
+                    int si, mi;
+                    q4k_scale_min(p + 4, b % 8, &si, &mi);
+                    s = half1(p) * (float)si;
+                    m = half1(p + 2) * (float)mi;
+                }
+            }
+            sc[(size_t)b * 16 + j] = s;
+            if (mn) mn[(size_t)b * 16 + j] = m;
+        }
+    }
+    const int step = fmt == GGUF_Q6_K || fmt == GGUF_Q4_K ? 4 : 1; /* chunks decoded together (a super-block) */
+    for (int c0 = 0; c0 < chunks; c0 += step) {
+        __m512i v[16][4];
+        for (int j = 0; j < 16; j++) {
+            if (j >= rows) {
+                for (int t = 0; t < step; t++) v[j][t] = _mm512_set1_epi8((char)g8_zero(fmt));
+                continue;
+            }
+            const uint8_t *row = w + (size_t)j * row_bytes;
+            __m512 gs, mins;
+            float s2[2];
+            if (step == 4) q8_group_values(row, fmt, c0 / 4, v[j], &gs, &mins);
+            else v[j][0] = q8_chunk_values(row, fmt, c0, s2);
+            if (fmt == GGUF_Q8_0) v[j][0] = _mm512_xor_si512(v[j][0], _mm512_set1_epi8((char)0x80));
+        }
+        for (int t = 0; t < step; t++) {
+            vec r[16];
+            for (int j = 0; j < 16; j++) r[j] = _mm512_castsi512_ps(v[j][t]);
+            transpose_tile(r); /* r[i]: dword i (values 4i..4i + 3) of each of the 16 rows */
+            for (int i = 0; i < 16; i++)
+                _mm512_storeu_si512((void *)(pw + ((size_t)(c0 + t) * 16 + i) * 64), _mm512_castps_si512(r[i]));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void g8_tile(const int mr, const int8_t *qx, const float *dx,
+                                                          const int *zx, const float *dxs, int K, int B,
+                                                          const uint8_t *const pw[G8_NR], const float *const sc[G8_NR],
+                                                          const float *const mn[G8_NR], float *y, int N,
+                                                          const float *b) {
+    __m512 f[G8_MR][G8_NR];
+    const int blocks = K / B, steps = B / 4;
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < G8_NR; j++) f[r][j] = _mm512_setzero_ps();
+    for (int blk = 0; blk < blocks; blk++) {
+        __m512i acc[G8_MR][G8_NR];
+        for (int r = 0; r < mr; r++)
+            for (int j = 0; j < G8_NR; j++) acc[r][j] = _mm512_set1_epi32(zx[(size_t)r * blocks + blk]);
+        for (int s = 0; s < steps; s++) {
+            const size_t k4 = (size_t)blk * steps + s;
+            __m512i wv[G8_NR];
+            for (int j = 0; j < G8_NR; j++) wv[j] = _mm512_loadu_si512((const void *)(pw[j] + k4 * 64));
+            for (int r = 0; r < mr; r++) {
+                const __m512i xb = _mm512_set1_epi32((int)load_u32(qx + (size_t)r * K + 4 * k4));
+                for (int j = 0; j < G8_NR; j++) acc[r][j] = dpbusd(acc[r][j], wv[j], xb);
+            }
+        }
+        for (int j = 0; j < G8_NR; j++) {
+            const __m512 s = _mm512_loadu_ps(sc[j] + (size_t)blk * 16);
+            for (int r = 0; r < mr; r++)
+                f[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][j]),
+                                          _mm512_mul_ps(s, _mm512_set1_ps(dx[(size_t)r * blocks + blk])), f[r][j]);
+            if (mn[j]) {
+                const __m512 m = _mm512_loadu_ps(mn[j] + (size_t)blk * 16);
+                for (int r = 0; r < mr; r++)
+                    f[r][j] = _mm512_fnmadd_ps(m, _mm512_set1_ps(dxs[(size_t)r * blocks + blk]), f[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < G8_NR; j++) {
+            __m512 v = f[r][j];
+            if (b) v = _mm512_add_ps(v, _mm512_loadu_ps(b + 16 * j));
+            _mm512_storeu_ps(y + (size_t)r * N + 16 * j, v);
+        }
+}
+
+int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
+                     int threads) {
+    const int per = q8_block_values(fmt);
+    if (!q8_block_bytes(fmt) || K % 64 || K % per || M <= 0 || N % 16) return -1;
+    const int B = g8_block(fmt), blocks = K / B, z = g8_zero(fmt);
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
+    int8_t *qx = aligned_alloc(64, ((size_t)M * K + 63) / 64 * 64);
+    float *dx = malloc((size_t)M * blocks * sizeof(float)), *dxs = malloc((size_t)M * blocks * sizeof(float));
+    int *zx = malloc((size_t)M * blocks * sizeof(int));
+    int bad = !qx || !dx || !dxs || !zx;
+    /* the input rows scaled to int8 per 32 values (as foretell_linear_q8 scales them); per block of B values its
+     * scale, -z times its sum of qx (the integer sums' start) and, for Q4_K, its scale times that sum */
+    #pragma omp parallel for schedule(static) num_threads(threads) if (M > 1)
+    for (int m = 0; m < M; m++) {
+        if (bad) continue;
+        for (int k0 = 0; k0 < K; k0 += 32) {
+            const float *p = x + (size_t)m * K + k0;
+            const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
+            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+            if (!(amax <= 3.0e38f)) {
+                #pragma omp atomic write
+                bad = 2;
+                break;
+            }
+            const float id = amax > 0.0f ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+            const __m512i i0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)),
+                                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512i i1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)),
+                                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            int8_t *o = qx + (size_t)m * K + k0;
+            _mm_storeu_si128((__m128i *)o, _mm512_cvtsepi32_epi8(i0));
+            _mm_storeu_si128((__m128i *)(o + 16), _mm512_cvtsepi32_epi8(i1));
+            const int s0 = _mm512_reduce_add_epi32(i0), s1 = _mm512_reduce_add_epi32(i1);
+            const int halves[2] = {s0, s1};
+            for (int h = 0; h < 32 / B; h++) {
+                const size_t at = (size_t)m * blocks + k0 / B + h;
+                const int sum = B == 32 ? s0 + s1 : halves[h];
+                dx[at] = d;
+                zx[at] = -z * sum;
+                dxs[at] = d * (float)sum;
+            }
+        }
+    }
+    const int tiles = (N + 16 * G8_NR - 1) / (16 * G8_NR);
+    if (!bad) {
+        #pragma omp parallel num_threads(threads)
+        {
+            uint8_t *pw = aligned_alloc(64, (size_t)G8_NR * 16 * K);
+            float *sc = malloc((size_t)G8_NR * 16 * blocks * sizeof(float));
+            float *mn = fmt == GGUF_Q4_K ? malloc((size_t)G8_NR * 16 * blocks * sizeof(float)) : NULL;
+            const int ready = pw && sc && (fmt != GGUF_Q4_K || mn);
+            if (!ready) {
+                #pragma omp atomic write
+                bad = 1;
+            }
+            #pragma omp for schedule(static)
+            for (int t = 0; t < tiles; t++) {
+                if (!ready) continue;
+                const int n0 = t * 16 * G8_NR, nj = (N - n0) / 16 < G8_NR ? (N - n0) / 16 : G8_NR;
+                const uint8_t *pws[G8_NR];
+                const float *scs[G8_NR], *mns[G8_NR];
+                for (int j = 0; j < G8_NR; j++) {
+                    const int jj = j < nj ? j : nj - 1; /* a last tile of 16 outputs computes them twice */
+                    pws[j] = pw + (size_t)jj * 16 * K;
+                    scs[j] = sc + (size_t)jj * 16 * blocks;
+                    mns[j] = mn ? mn + (size_t)jj * 16 * blocks : NULL;
+                    if (j < nj)
+                        g8_pack(w + (size_t)(n0 + 16 * j) * row_bytes, fmt, row_bytes, 16, K, pw + (size_t)j * 16 * K,
+                                sc + (size_t)j * 16 * blocks, mn ? mn + (size_t)j * 16 * blocks : NULL);
+                }
+                float tail[G8_MR * 16 * G8_NR];
+                for (int m0 = 0; m0 < M; m0 += G8_MR) {
+                    const int mr = M - m0 < G8_MR ? M - m0 : G8_MR;
+                    const size_t at = (size_t)m0 * blocks;
+                    float *out = nj == G8_NR ? y + (size_t)m0 * N + n0 : tail;
+                    const int ld = nj == G8_NR ? N : 16 * G8_NR;
+                    const float *bias = b && nj == G8_NR ? b + n0 : NULL;
+                    const int8_t *qm = qx + (size_t)m0 * K;
+                    switch (mr) { /* one instance per tile height: the accumulators stay in registers */
+#define G8_TILE(R) case R: g8_tile(R, qm, dx + at, zx + at, dxs + at, K, B, pws, scs, mns, out, ld, bias); break;
+                        G8_TILE(1) G8_TILE(2) G8_TILE(3) G8_TILE(4) G8_TILE(5) G8_TILE(6)
+#undef G8_TILE
+                    }
+                    if (nj < G8_NR)
+                        for (int r = 0; r < mr; r++)
+                            for (int c = 0; c < 16 * nj; c++)
+                                y[(size_t)(m0 + r) * N + n0 + c] = tail[r * 16 * G8_NR + c] + (b ? b[n0 + c] : 0.0f);
+                }
+            }
+            free(pw);
+            free(sc);
+            free(mn);
+        }
+    }
+    free(qx);
+    free(dx);
+    free(dxs);
+    free(zx);
+    return bad == 2 ? -2 : bad ? -1 : 0;
 }
 
 /* ---- a whole pass of a Qwen2/Llama decoder's layers on the int8 route, in one call (foretell_layers_q8) ----

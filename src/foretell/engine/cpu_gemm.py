@@ -358,6 +358,11 @@ class CpuGemm:
                                         ctypes.c_void_p]
         else:
             self._linear_q8 = self._q8_decode = None
+        # a prompt chunk's rows on int8 products (gemm_int8)
+        self._gemm_q8 = getattr(library, "foretell_gemm_q8", None) if self._linear_q8 is not None else None
+        if self._gemm_q8 is not None:
+            self._gemm_q8.restype = ctypes.c_int
+            self._gemm_q8.argtypes = self._linear_q8.argtypes
         # a whole pass of a decoder's layers on the int8 route (layer_loop.Q8LayerLoop)
         self.layers_q8 = getattr(library, "foretell_layers_q8", None) if self._linear_q8 is not None else None
         if self.layers_q8 is not None:
@@ -537,6 +542,26 @@ class CpuGemm:
                         one.fill_(float("nan"))
             elif code != 0:
                 raise RuntimeError(f"foretell_linear_q8 failed ({code})")
+        return result.reshape(*x.shape[:-1], n)
+
+    def gemm_int8(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None) -> torch.Tensor | None:
+        """float32 ``x`` W^T (+ ``bias``) for many rows (a prompt chunk), from the same int8 quantities as
+        :meth:`linear_int8` (the file's integers, each input row's blocks of 32 values scaled to int8) in a layout
+        for many rows (``foretell_gemm_q8``): 1.4-2x the library's fp32 GEMM at 512 rows on a 2-core Cascade Lake.
+        Its float sums run in another order than :meth:`linear_int8`'s, so not its bits; but each row's result
+        depends on that row alone. None where it does not take the call (an inf or NaN in some row, a width it
+        does not read): the caller computes those rows otherwise."""
+        n, k = blocks.shape
+        if self._gemm_q8 is None or not self.int8_takes(blocks) or x.shape[-1] != k or n % 16:
+            return None
+        rows = x.reshape(-1, k).float().contiguous()
+        if bias is not None and (bias.dtype != torch.float32 or bias.shape != (n,) or not bias.is_contiguous()):
+            raise ValueError(f"gemm_int8 takes a contiguous float32 bias of {n} values")
+        result = torch.empty(rows.shape[0], n, dtype=torch.float32)
+        if rows.shape[0] and self._gemm_q8(rows.data_ptr(), blocks.data.data_ptr(), blocks.fmt,
+                                           bias.data_ptr() if bias is not None else None, result.data_ptr(),
+                                           rows.shape[0], n, k, torch.get_num_threads()) != 0:
+            return None
         return result.reshape(*x.shape[:-1], n)
 
     @property

@@ -716,6 +716,16 @@ class ExactKernelLinear(torch.nn.Module):
             return self.gemm.logits(x, self.kernel_weight, self.kernel_bias, out=out, **self._blocks)
         return self.kernel(x)
 
+    def _chunk(self, x: torch.Tensor) -> torch.Tensor:
+        """A prompt chunk's rows: on the int8 route, int8 products laid out for many rows
+        (:meth:`CpuGemm.gemm_int8`, each row alone); else the library GEMM, on a fresh buffer (its result may depend
+        on the alignment)."""
+        if self.int8 is not None and x.dtype == torch.float32:
+            out = self.gemm.gemm_int8(x, self.int8, self.kernel_bias)
+            if out is not None:
+                return out
+        return self.dense(x.clone())
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         rows = self.rows
@@ -726,8 +736,8 @@ class ExactKernelLinear(torch.nn.Module):
         if self.dense is None or not rows.chunks or rows.total != flat.shape[0]:
             return self.kernel(x)
         out = flat.new_empty(flat.shape[0], self.out_features)
-        for first, count in rows.chunks:  # a fresh buffer: the library's result may depend on the alignment
-            out[first : first + count] = self.dense(flat[first : first + count].clone())
+        for first, count in rows.chunks:
+            out[first : first + count] = self._chunk(flat[first : first + count])
         if rows.others is not None:
             out[rows.others] = self.kernel(flat[rows.others], shared=False)
         return out.reshape(*x.shape[:-1], self.out_features)
