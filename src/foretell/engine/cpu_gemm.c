@@ -2265,43 +2265,49 @@ static inline int g8_zero(int fmt) { return fmt == GGUF_Q5_0 ? 16 : fmt == GGUF_
 /* 16 weight rows (n0..n0 + 15 of w, fewer at the end: zeros) into pw ([K/4][16 rows][4] bytes), their block scales
  * into sc ([K/B][16]) and, for Q4_K, the blocks' min terms dmin m into mn ([K/32][16]) */
 static void g8_pack(const uint8_t *w, int fmt, size_t row_bytes, int rows, int K, uint8_t *pw, float *sc, float *mn) {
-    const int B = g8_block(fmt), blocks = K / B, chunks = K / 64;
-    for (int j = 0; j < 16; j++) {
-        const uint8_t *row = w + (size_t)j * row_bytes;
-        for (int b = 0; b < blocks; b++) {
-            float s = 0.0f, m = 0.0f;
-            if (j < rows) {
-                if (fmt == GGUF_Q5_0 || fmt == GGUF_Q8_0) s = half1(row + (size_t)b * q8_block_bytes(fmt));
-                else if (fmt == GGUF_Q6_K) {
-                    const uint8_t *p = row + (size_t)(b / 16) * 210;
-                    s = half1(p + 208) * (float)(int8_t)p[192 + b % 16];
-                } else {
-                    const uint8_t *p = row + (size_t)(b / 8) * 144;
-                    int si, mi;
-                    q4k_scale_min(p + 4, b % 8, &si, &mi);
-                    s = half1(p) * (float)si;
-                    m = half1(p + 2) * (float)mi;
-                }
-            }
-            sc[(size_t)b * 16 + j] = s;
-            if (mn) mn[(size_t)b * 16 + j] = m;
-        }
-    }
+    const int chunks = K / 64;
     const int step = fmt == GGUF_Q6_K || fmt == GGUF_Q4_K ? 4 : 1; /* chunks decoded together (a super-block) */
     for (int c0 = 0; c0 < chunks; c0 += step) {
         __m512i v[16][4];
+        vec scales[16]; /* per row: a super-block's 16 sub-block scales (Q6_K), its 8 scales and 8 mins (Q4_K),
+                         * or a chunk's 2 block scales (Q5_0, Q8_0) */
         for (int j = 0; j < 16; j++) {
             if (j >= rows) {
                 for (int t = 0; t < step; t++) v[j][t] = _mm512_set1_epi8((char)g8_zero(fmt));
+                scales[j] = _mm512_setzero_ps();
                 continue;
             }
             const uint8_t *row = w + (size_t)j * row_bytes;
             __m512 gs, mins;
             float s2[2];
-            if (step == 4) q8_group_values(row, fmt, c0 / 4, v[j], &gs, &mins);
-            else v[j][0] = q8_chunk_values(row, fmt, c0, s2);
+            if (step == 4) {
+                q8_group_values(row, fmt, c0 / 4, v[j], &gs, &mins);
+                const uint8_t *p = row + (size_t)(c0 / 4) * q8_block_bytes(fmt);
+                if (fmt == GGUF_Q6_K) /* d sc per 16 values, in order */
+                    scales[j] = _mm512_mul_ps(_mm512_set1_ps(half1(p + 208)), _mm512_cvtepi32_ps(
+                        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 192)))));
+                else { /* d sc and dmin m of the 8 sub-blocks (q4k_scale_min) */
+                    float t[16];
+                    for (int b = 0; b < 8; b++) {
+                        int si, mi;
+                        q4k_scale_min(p + 4, b, &si, &mi);
+                        t[b] = (float)si;
+                        t[8 + b] = (float)mi;
+                    }
+                    const __m512 dm = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half1(p)), _mm512_set1_ps(half1(p + 2)));
+                    scales[j] = _mm512_mul_ps(dm, _mm512_loadu_ps(t));
+                }
+            } else {
+                v[j][0] = q8_chunk_values(row, fmt, c0, s2);
+                scales[j] = _mm512_castps128_ps512(_mm_setr_ps(s2[0], s2[1], 0.0f, 0.0f));
+            }
             if (fmt == GGUF_Q8_0) v[j][0] = _mm512_xor_si512(v[j][0], _mm512_set1_epi8((char)0x80));
         }
+        transpose_tile(scales); /* scales[i]: value i of every row */
+        const int per = fmt == GGUF_Q6_K ? 16 : fmt == GGUF_Q4_K ? 8 : 2, first = c0 * 64 / g8_block(fmt);
+        for (int i = 0; i < per; i++) _mm512_storeu_ps(sc + (size_t)(first + i) * 16, scales[i]);
+        if (mn)
+            for (int i = 0; i < 8; i++) _mm512_storeu_ps(mn + (size_t)(first + i) * 16, scales[8 + i]);
         for (int t = 0; t < step; t++) {
             vec r[16];
             for (int j = 0; j < 16; j++) r[j] = _mm512_castsi512_ps(v[j][t]);
