@@ -234,6 +234,23 @@ that need only their argmax (greedy; the round before read its head's int8 copy 
 time (57.1 -> 49.1 ms in a quieter run), 4 tokens 0.82x, 16 tokens 0.78x, 64 tokens 0.71x; all logits (sampling)
 1 token 0.78x, 16 tokens 0.80x, 64 tokens 0.77x.
 
+A round later (``benchmarks/results/run-2026-11-28-cascadelake-layerloop``), two more entry points on the same
+integers:
+
+- ``foretell_layers_q8`` runs a whole decode or verify pass of a decoder's layers in one call
+  (``layer_loop.Q8LayerLoop``): the functions the lean loop calls from Python, in its order, so the same bits,
+  without about a dozen Python calls and tensors per layer. Whole passes of the 0.5B, alternating with the
+  layer-by-layer loop: 1 token 0.66-0.72x the time (49.5 -> 37.5 ms), 4 tokens 0.75-0.77x, 16 tokens 0.83-0.84x,
+  64 tokens 0.92-1.00x.
+- ``foretell_gemm_q8`` (:meth:`CpuGemm.gemm_int8`) computes a prompt chunk's rows: each thread decodes 32 weight
+  rows into VPDPBUSD's layout (16 rows x 4 values a vector, unsigned with a zero point), then runs tiles of 6 input
+  rows x 32 outputs against them with the input broadcast, each output's blocks summed in one fixed order (not
+  ``foretell_linear_q8``'s order, so not its bits; each row alone all the same). At 64 rows 0.61-0.95x
+  ``foretell_linear_q8``'s time, at 512 rows 1.4-2x the library's fp32 GEMM; a 1536-token prompt's prefill
+  0.66-0.76x the time. Verify passes cannot take it: their rows must have the bits of one-row decode steps, and
+  a one-row kernel in its order (tried: VPDPBUSD lanes per weight row reduced to block sums) ran 1.2-1.9x
+  ``foretell_linear_q8``'s time.
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
