@@ -2511,14 +2511,32 @@ static int q8_calls(const float *x, const q8_call *calls, int count, float *buf,
     return 0;
 }
 
+enum { LAYERS_KEPT_FLOATS = 1 << 24 }; /* 64 MB */
+static int layers_q8(const q8_layer *layers, int L, const q8_seq *seqs, int S, const float *embeddings,
+                     const float *cos, const float *sin, const float *norm_out, float *x_out, int M, int E, int H,
+                     int G, int D, int I, float eps, float scale, int threads, float *ws);
+
 int foretell_layers_q8(const q8_layer *layers, int L, const q8_seq *seqs, int S, const float *embeddings,
                        const float *cos, const float *sin, const float *norm_out, float *x_out, int M, int E,
                        int H, int G, int D, int I, float eps, float scale, int threads) {
     const int HD = H * D, QKV = (H + 2 * G) * D;
-    size_t qkv_off[3], gu_off[2];
     const size_t need = (size_t)M * (2 * E + E + QKV + 3 * HD + 3 * I) + 2 * (size_t)M;
-    float *ws = layers_workspace(need);
+    /* passes up to LAYERS_KEPT_FLOATS reuse one buffer per thread; longer ones (many requests' drafts) get their
+     * own, freed at the end, so what stays allocated after a burst is bounded */
+    float *const own = need > LAYERS_KEPT_FLOATS ? aligned_alloc(64, (need * sizeof(float) + 63) / 64 * 64) : NULL;
+    float *ws = need > LAYERS_KEPT_FLOATS ? own : layers_workspace(need);
     if (!ws) return -1;
+    const int rc = layers_q8(layers, L, seqs, S, embeddings, cos, sin, norm_out, x_out, M, E, H, G, D, I, eps, scale,
+                             threads, ws);
+    free(own);
+    return rc;
+}
+
+static int layers_q8(const q8_layer *layers, int L, const q8_seq *seqs, int S, const float *embeddings,
+                     const float *cos, const float *sin, const float *norm_out, float *x_out, int M, int E, int H,
+                     int G, int D, int I, float eps, float scale, int threads, float *ws) {
+    const int HD = H * D, QKV = (H + 2 * G) * D;
+    size_t qkv_off[3], gu_off[2];
     float *h = ws, *x = h + (size_t)M * E, *delta = x + (size_t)M * E, *qkv = delta + (size_t)M * E;
     float *qr = qkv + (size_t)M * QKV, *ao = qr + (size_t)M * HD, *attn = ao + (size_t)M * HD;
     float *gu = attn + (size_t)M * HD, *act = gu + (size_t)M * 2 * I;
