@@ -1174,7 +1174,9 @@ class LeanDecoder:
     73 ms for a chain of about the same size, and a garbage prediction's spare branches (none accepted) put 26 of
     them into one 256-token request; through the loop they cost what chains do (64-74 ms).
     :class:`ModelRunner` uses it only after a probe at start-up gave the same logits, to the bit, as
-    transformers' forward."""
+    transformers' forward. Where every layer is on exact mode's int8 route, the loop itself runs in one kernel call
+    (``native``, :class:`~foretell.engine.layer_loop.Q8LayerLoop`: the same calls in C; the probe covers it, and
+    without it the loop runs in Python)."""
 
     def __init__(self, model):
         base = model.model
