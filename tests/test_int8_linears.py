@@ -129,6 +129,35 @@ def test_prompt_chunks_take_the_same_int8_products_laid_out_for_many_rows(gemm, 
     assert gemm.gemm_int8(broken, weight, bias) is None
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_panels_give_every_pass_the_bits_of_the_many_row_kernel(gemm, fmt):
+    """Blocks laid out as panels (16 weight rows' values in the order the many-row kernel's tiles read them, as many
+    bits as the file's): linear_int8 on them, in passes of 1 to 40 rows and row by row, and gemm_int8 on them give
+    gemm_int8's bits on the file's blocks (its order of float sums; checked against the float64 reference above),
+    with a bias; as many bytes as the blocks (Q4_K 148 a super-block and row, against 144); a row with an inf is
+    NaN alone; a weight of rows not a multiple of 16 keeps its blocks."""
+    width = 512 if fmt in ("Q4_K", "Q6_K") else 576
+    weight, _ = blocks_of(fmt, 48, width, seed=7)
+    panels = gemm.panels(weight)
+    assert panels is not None and panels.fmt == cpu_gemm.PANELS + weight.fmt and panels.shape == weight.shape
+    assert panels.data.numel() == (weight.data.numel() * 148 // 144 if fmt == "Q4_K" else weight.data.numel())
+    assert gemm.panels(panels) is None and gemm.int8_takes(panels)
+    bias = torch.randn(48, generator=torch.Generator().manual_seed(8))
+    x = torch.randn(40, width, generator=torch.Generator().manual_seed(9))
+    x[:, 7] = 25.0
+    want = gemm.gemm_int8(x, weight, bias)
+    assert not torch.equal(want, gemm.linear_int8(x, weight, bias))  # another order than the blocks' decode kernel
+    for rows in (1, 2, 5, 6, 7, 9, 13, 40):
+        assert torch.equal(gemm.linear_int8(x[:rows], panels, bias), want[:rows])
+    assert torch.equal(torch.cat([gemm.linear_int8(x[i : i + 1], panels, bias) for i in range(9)]), want[:9])
+    assert torch.equal(gemm.gemm_int8(x, panels, bias), want)
+    broken = x[:5].clone()
+    broken[2, 100] = float("inf")
+    out = gemm.linear_int8(broken, panels, bias)
+    assert torch.isnan(out[2]).all() and torch.equal(out[torch.arange(5) != 2], want[:5][torch.arange(5) != 2])
+    assert gemm.panels(blocks_of(fmt, 40, width, seed=7)[0]) is None
+
+
 def test_a_format_or_width_it_cannot_take_is_refused(gemm):
     weight, _ = blocks_of("Q8_0", 8, 96)  # 96 values a row: not a multiple of 64
     assert not gemm.int8_takes(weight)
@@ -248,6 +277,9 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
                           measure_cost_curve=False, exact=True, exact_prompt_kernel_rows=8)
     engine = LLMEngine(runner_for(converted, int8=True), loader.load_tokenizer(converted), config)
     assert engine.runner.int8_layers == 15
+    # every layer's passes on panels (the default), the many-row kernel's order; the head (a vocabulary not a
+    # multiple of 16 rows) on its blocks: both kernels in one model
+    assert engine.runner.panel_layers == 14
     rng = random.Random(0)
     # 9 tokens: all on the kernel (8 rows before the last); 75: chunks of 32, 32 and 10 rows (gemm_int8), then the
     # last token on the kernel
@@ -286,15 +318,19 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
     assert torch.allclose(results[0], results[1], atol=0.05 * results[1].abs().max().item())
 
 
-def test_the_one_call_layer_loop_gives_the_bits_of_the_layer_by_layer_pass(gemm, converted):
+@pytest.mark.parametrize("panels", [True, False])
+def test_the_one_call_layer_loop_gives_the_bits_of_the_layer_by_layer_pass(gemm, converted, panels):
     """foretell_layers_q8 runs a whole pass of the layers in one call: passes of 1, 5 and 12 rows, alone and with a
     second sequence, with and without a sliding window, give the logits and write the keys and values of the
-    layer-by-layer loop to the bit. A row with a NaN makes it decline (the layer-by-layer pass handles those)."""
+    layer-by-layer loop to the bit, the layers on panels or on their blocks. A row with a NaN makes it decline (the
+    layer-by-layer pass handles those)."""
     from foretell.engine.kv_cache import SeqKV
     from foretell.engine.layer_loop import Q8LayerLoop
     from foretell.engine.runner import Segment
 
-    runner = runner_for(converted, int8=True)
+    runner = ModelRunner(loader.load_model(converted, torch.float32, "cpu"), exact=True, int8=True,
+                         int8_panels=panels)
+    assert runner.panel_layers == (14 if panels else 0)
     lean = runner._lean
     assert lean.native is not None
     rng = random.Random(2)

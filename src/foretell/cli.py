@@ -51,6 +51,10 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                       "AVX512-BF16 (fp32 exact mode)")
     int8.add_argument("--no-int8-linears", dest="int8_linears", action="store_const", const=False,
                       help="keep the bf16 weights' route where int8 products would be on by default")
+    g.add_argument("--no-int8-panels", dest="int8_panels", action="store_false", default=True,
+                   help="int8 linear layers: keep the GGUF blocks and decode and verify on their own kernel instead of "
+                   "laying the blocks out once as panels for the many-row kernel (default: panels, every pass on one "
+                   "kernel; one-token passes ~0.8x, 64-token passes ~0.55x the time on a Cascade Lake Xeon)")
     g.add_argument("--cpu-linears", default="dispatch", choices=["dispatch", "lean", "packed"],
                    help="fp32 on a CPU: 'dispatch' (default) runs each linear call on MKL or foretell's small-pass "
                    "GEMM (oneDNN packed weights where it cannot be built), whichever start-up measured faster for "
@@ -65,7 +69,7 @@ def _engine_config(args: argparse.Namespace, **overrides):
     fields = dict(model=args.model, dtype=args.dtype, device=args.device, max_model_len=args.max_model_len,
                   exact=getattr(args, "exact", None), cpu_linears=getattr(args, "cpu_linears", "dispatch"),
                   argmax_head=getattr(args, "argmax_head", True), layer_glue=getattr(args, "layer_glue", True),
-                  int8_linears=getattr(args, "int8_linears", None))
+                  int8_linears=getattr(args, "int8_linears", None), int8_panels=getattr(args, "int8_panels", True))
     for name in ("kv_budget_tokens", "max_num_seqs", "max_queue", "k_max", "trace_path", "draft_model", "draft_k",
                  "prefix_cache"):
         value = getattr(args, name, None)

@@ -181,6 +181,10 @@ class EngineConfig:
     # (cpu_gemm.CpuGemm.linear_int8): fewer bytes read than the bf16 weights, not the bf16 model's values. None = auto:
     # on a CPU with AVX512-VNNI but neither AMX nor AVX512-BF16 (runner.int8_by_default); the head keeps its route
     int8_linears: bool | None = None
+    # those int8 linear layers' blocks laid out once as panels (16 weight rows' values in the order the many-row
+    # kernel's tiles read them, as many bits as the file's): decode steps, verify passes and prompt chunks all run
+    # on that kernel (cpu_gemm.CpuGemm.panels); off: decode and verify rows on foretell_linear_q8 over the blocks
+    int8_panels: bool = True
 
     def __post_init__(self) -> None:
         _check(self.dtype in ("auto", "bfloat16", "float16", "float32"), "dtype", "auto|bfloat16|float16|float32")

@@ -94,6 +94,7 @@ static inline float half1(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); retu
 /* unaligned little-endian words */
 static inline uint16_t load_u16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t load_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 #define NB 4         /* weight rows per block */
 #define MB 4         /* input rows per tile */
 
@@ -2145,8 +2146,13 @@ Q8_TILE_ROWS(q8_tile_rows_q4_k, GGUF_Q4_K)
 Q8_TILE_ROWS(q8_tile_rows_q6_k, GGUF_Q6_K)
 
 
+int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
+                     int threads);
+
 int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
                        int threads) {
+    if (fmt >= 100) /* panels (P8_PANEL): every pass on their one kernel */
+        return foretell_gemm_q8(x, w, fmt, b, y, M, N, K, threads);
     const int per = q8_block_values(fmt);
     if (!q8_block_bytes(fmt) || K % 64 || K % per || M <= 0) return -1;
     const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
@@ -2318,6 +2324,155 @@ static void g8_pack(const uint8_t *w, int fmt, size_t row_bytes, int rows, int K
     }
 }
 
+/* ---- panels: a weight laid out once, at load, for the tiles below (fmt P8_PANEL + its GGUF type) ----
+ * Per 16 weight rows (a panel) and K values, the values of g8_pack's layout ([K/4][16 rows][4] bytes, unsigned)
+ * kept in as many bits as the file's: Q8_0 as those bytes; Q5_0, Q4_K and Q6_K as nibbles, two 64-byte vectors
+ * (steps 2p and 2p + 1) per 64 bytes, low and high nibble, then Q5_0's fifth bit (Q6_K's fifth and sixth) of each
+ * step's 64 values as 64-bit masks; then the scales as the file has them: fp16 d per block and row (Q8_0, Q5_0);
+ * per super-block fp16 d and dmin per row and the 6-bit sc and m per sub-block and row as bytes (Q4_K); per
+ * super-block fp16 d per row and the int8 sc per 16 values and row (Q6_K). As many bytes as the file's blocks but
+ * Q4_K's (148 a row and super-block, against 144). p8_unpack gives back exactly g8_pack's values and scales (the
+ * same products d sc), so a row's result on panels has foretell_gemm_q8's bits on the file's blocks. Unpacking
+ * costs a few instructions per 64 values, not a transpose, so one-row passes take the same kernel: every pass,
+ * decode steps, verify passes and prompt chunks, sums each output in one order. */
+enum { P8_PANEL = 100 };
+
+static inline size_t p8_value_bytes(int fmt, int K) { /* per panel */
+    return fmt == GGUF_Q8_0 ? (size_t)16 * K : fmt == GGUF_Q5_0 ? (size_t)10 * K : fmt == GGUF_Q4_K ? (size_t)8 * K
+         : (size_t)12 * K;
+}
+static inline size_t p8_panel_bytes(int fmt, int K) {
+    const size_t scales = fmt == GGUF_Q4_K ? (size_t)K / 256 * 320 : fmt == GGUF_Q6_K ? (size_t)K / 256 * 288 : (size_t)K;
+    return p8_value_bytes(fmt, K) + scales;
+}
+
+static void g8_pack(const uint8_t *w, int fmt, size_t row_bytes, int rows, int K, uint8_t *pw, float *sc, float *mn);
+
+/* panel ``panel`` (16 rows from w, row_bytes apart) into ``out``; pw, sc, mn: g8_pack's buffers */
+static void p8_pack_panel(const uint8_t *w, int fmt, size_t row_bytes, int K, uint8_t *out, uint8_t *pw, float *sc,
+                          float *mn) {
+    g8_pack(w, fmt, row_bytes, 16, K, pw, sc, fmt == GGUF_Q4_K ? mn : NULL);
+    const int steps = K / 4;
+    uint8_t *planes = out + (size_t)8 * K;
+    if (fmt == GGUF_Q8_0) memcpy(out, pw, (size_t)16 * K);
+    else
+        for (int p = 0; p < steps / 2; p++) {
+            const __m512i a = _mm512_loadu_si512((const void *)(pw + (size_t)128 * p));
+            const __m512i c = _mm512_loadu_si512((const void *)(pw + (size_t)128 * p + 64));
+            const __m512i nib = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi8(15)),
+                                                _mm512_slli_epi16(_mm512_and_si512(c, _mm512_set1_epi8(15)), 4));
+            _mm512_storeu_si512((void *)(out + (size_t)64 * p), nib);
+        }
+    for (int t = 0; t < steps && (fmt == GGUF_Q5_0 || fmt == GGUF_Q6_K); t++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(pw + (size_t)64 * t));
+        const uint64_t b4 = _mm512_test_epi8_mask(v, _mm512_set1_epi8(16));
+        memcpy(planes + (size_t)8 * t * (fmt == GGUF_Q6_K ? 2 : 1), &b4, 8);
+        if (fmt == GGUF_Q6_K) {
+            const uint64_t b5 = _mm512_test_epi8_mask(v, _mm512_set1_epi8(32));
+            memcpy(planes + (size_t)16 * t + 8, &b5, 8);
+        }
+    }
+    uint8_t *scales = out + p8_value_bytes(fmt, K);
+    const int per = q8_block_values(fmt), bytes = q8_block_bytes(fmt);
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *row = w + (size_t)r * row_bytes;
+        for (int blk = 0; blk < K / per; blk++) {
+            const uint8_t *p = row + (size_t)blk * bytes;
+            if (fmt == GGUF_Q8_0 || fmt == GGUF_Q5_0) { /* fp16 d [K/32][16] */
+                memcpy(scales + ((size_t)blk * 16 + r) * 2, p, 2);
+                continue;
+            }
+            uint8_t *s = scales + (size_t)blk * (fmt == GGUF_Q4_K ? 320 : 288);
+            if (fmt == GGUF_Q4_K) { /* d [16], dmin [16] (fp16), sc [8][16], m [8][16] */
+                memcpy(s + 2 * r, p, 2);
+                memcpy(s + 32 + 2 * r, p + 2, 2);
+                for (int b = 0; b < 8; b++) {
+                    int si, mi;
+                    q4k_scale_min(p + 4, b, &si, &mi);
+                    s[64 + 16 * b + r] = (uint8_t)si;
+                    s[192 + 16 * b + r] = (uint8_t)mi;
+                }
+            } else { /* Q6_K: d [16] (fp16), sc [16][16] (int8) */
+                memcpy(s + 2 * r, p + 208, 2);
+                for (int b = 0; b < 16; b++) s[32 + 16 * b + r] = p[192 + b];
+            }
+        }
+    }
+}
+
+/* the file's blocks of N rows (N a multiple of 16) as panels: N / 16 x p8_panel_bytes */
+int foretell_pack_p8(const uint8_t *w, int fmt, int N, int K, uint8_t *out, int threads) {
+    const int per = q8_block_values(fmt);
+    if (!q8_block_bytes(fmt) || N % 16 || K % 64 || K % per) return -1;
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt), panel = p8_panel_bytes(fmt, K);
+    int failed = 0;
+    #pragma omp parallel num_threads(threads)
+    {
+        uint8_t *pw = aligned_alloc(64, (size_t)16 * K);
+        float *sc = malloc((size_t)16 * (K / 16) * sizeof(float)), *mn = malloc((size_t)16 * (K / 32) * sizeof(float));
+        if (!pw || !sc || !mn) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int i = 0; i < N / 16; i++)
+            if (pw && sc && mn)
+                p8_pack_panel(w + (size_t)16 * i * row_bytes, fmt, row_bytes, K, out + (size_t)i * panel, pw, sc, mn);
+        free(pw);
+        free(sc);
+        free(mn);
+    }
+    return failed ? -1 : 0;
+}
+
+/* a panel back into g8_pack's layout: pw [K/4][16][4] bytes, sc [K/B][16], for Q4_K mn [K/32][16] (the same
+ * numbers: the file's integers and the same fp32 products d sc, dmin m) */
+static void p8_unpack(const uint8_t *panel, int fmt, int K, uint8_t *pw, float *sc, float *mn) {
+    const int steps = K / 4;
+    const uint8_t *planes = panel + (size_t)8 * K, *scales = panel + p8_value_bytes(fmt, K);
+    if (fmt == GGUF_Q8_0) memcpy(pw, panel, (size_t)16 * K);
+    else {
+        const __m512i low = _mm512_set1_epi8(15);
+        for (int p = 0; p < steps / 2; p++) {
+            const __m512i nib = _mm512_loadu_si512((const void *)(panel + (size_t)64 * p));
+            __m512i a = _mm512_and_si512(nib, low), c = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low);
+            if (fmt == GGUF_Q5_0) {
+                a = _mm512_mask_add_epi8(a, (__mmask64)load_u64(planes + (size_t)16 * p), a, _mm512_set1_epi8(16));
+                c = _mm512_mask_add_epi8(c, (__mmask64)load_u64(planes + (size_t)16 * p + 8), c, _mm512_set1_epi8(16));
+            } else if (fmt == GGUF_Q6_K) {
+                const uint8_t *q = planes + (size_t)32 * p;
+                a = _mm512_mask_add_epi8(a, (__mmask64)load_u64(q), a, _mm512_set1_epi8(16));
+                a = _mm512_mask_add_epi8(a, (__mmask64)load_u64(q + 8), a, _mm512_set1_epi8(32));
+                c = _mm512_mask_add_epi8(c, (__mmask64)load_u64(q + 16), c, _mm512_set1_epi8(16));
+                c = _mm512_mask_add_epi8(c, (__mmask64)load_u64(q + 24), c, _mm512_set1_epi8(32));
+            }
+            _mm512_storeu_si512((void *)(pw + (size_t)128 * p), a);
+            _mm512_storeu_si512((void *)(pw + (size_t)128 * p + 64), c);
+        }
+    }
+    if (fmt == GGUF_Q8_0 || fmt == GGUF_Q5_0) {
+        for (int blk = 0; blk < K / 32; blk++)
+            _mm512_storeu_ps(sc + (size_t)16 * blk, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + (size_t)32 * blk))));
+        return;
+    }
+    for (int sb = 0; sb < K / 256; sb++) {
+        const uint8_t *s = scales + (size_t)sb * (fmt == GGUF_Q4_K ? 320 : 288);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)s));
+        if (fmt == GGUF_Q4_K) {
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 32)));
+            for (int b = 0; b < 8; b++) {
+                const __m512 si = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + 64 + 16 * b))));
+                const __m512 mi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + 192 + 16 * b))));
+                _mm512_storeu_ps(sc + (size_t)16 * (8 * sb + b), _mm512_mul_ps(d, si));
+                _mm512_storeu_ps(mn + (size_t)16 * (8 * sb + b), _mm512_mul_ps(dmin, mi));
+            }
+        } else
+            for (int b = 0; b < 16; b++)
+                _mm512_storeu_ps(sc + (size_t)16 * (16 * sb + b), _mm512_mul_ps(d, _mm512_cvtepi32_ps(
+                    _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(s + 32 + 16 * b))))));
+    }
+}
+
 static inline __attribute__((always_inline)) void g8_tile(const int mr, const int8_t *qx, const float *dx,
                                                           const int *zx, const float *dxs, int K, int B,
                                                           const uint8_t *const pw[G8_NR], const float *const sc[G8_NR],
@@ -2362,6 +2517,8 @@ static inline __attribute__((always_inline)) void g8_tile(const int mr, const in
 
 int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
                      int threads) {
+    const int panels = fmt >= P8_PANEL; /* w: panels (foretell_pack_p8), not the file's blocks */
+    if (panels) fmt -= P8_PANEL;
     const int per = q8_block_values(fmt);
     if (!q8_block_bytes(fmt) || K % 64 || K % per || M <= 0 || N % 16) return -1;
     const int B = g8_block(fmt), blocks = K / B, z = g8_zero(fmt);
@@ -2407,9 +2564,14 @@ int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, 
     if (!bad) {
         #pragma omp parallel num_threads(threads)
         {
-            uint8_t *pw = aligned_alloc(64, (size_t)G8_NR * 16 * K);
-            float *sc = malloc((size_t)G8_NR * 16 * blocks * sizeof(float));
-            float *mn = fmt == GGUF_Q4_K ? malloc((size_t)G8_NR * 16 * blocks * sizeof(float)) : NULL;
+            /* kept per thread across calls (a one-row pass is many short calls) */
+            static __thread float *kept;
+            static __thread size_t kept_size;
+            const size_t pw_floats = (size_t)G8_NR * 4 * K, sc_floats = (size_t)G8_NR * 16 * blocks;
+            float *const buffer = grown(&kept, &kept_size, pw_floats + 2 * sc_floats);
+            uint8_t *pw = buffer ? (uint8_t *)buffer : NULL;
+            float *sc = buffer ? buffer + pw_floats : NULL;
+            float *mn = buffer && fmt == GGUF_Q4_K ? buffer + pw_floats + sc_floats : NULL;
             const int ready = pw && sc && (fmt != GGUF_Q4_K || mn);
             if (!ready) {
                 #pragma omp atomic write
@@ -2426,7 +2588,10 @@ int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, 
                     pws[j] = pw + (size_t)jj * 16 * K;
                     scs[j] = sc + (size_t)jj * 16 * blocks;
                     mns[j] = mn ? mn + (size_t)jj * 16 * blocks : NULL;
-                    if (j < nj)
+                    if (j < nj && panels)
+                        p8_unpack(w + (size_t)(n0 / 16 + j) * p8_panel_bytes(fmt, K), fmt, K, pw + (size_t)j * 16 * K,
+                                  sc + (size_t)j * 16 * blocks, mn ? mn + (size_t)j * 16 * blocks : NULL);
+                    else if (j < nj)
                         g8_pack(w + (size_t)(n0 + 16 * j) * row_bytes, fmt, row_bytes, 16, K, pw + (size_t)j * 16 * K,
                                 sc + (size_t)j * 16 * blocks, mn ? mn + (size_t)j * 16 * blocks : NULL);
                 }
@@ -2449,9 +2614,6 @@ int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, 
                                 y[(size_t)(m0 + r) * N + n0 + c] = tail[r * 16 * G8_NR + c] + (b ? b[n0 + c] : 0.0f);
                 }
             }
-            free(pw);
-            free(sc);
-            free(mn);
         }
     }
     free(qx);

@@ -251,6 +251,28 @@ integers:
   a one-row kernel in its order (tried: VPDPBUSD lanes per weight row reduced to block sums) ran 1.2-1.9x
   ``foretell_linear_q8``'s time.
 
+A round later (``benchmarks/results/run-2026-11-28-cascadelake-panels``): **panels**. At load each int8 layer's
+blocks are laid out once (:meth:`CpuGemm.panels`, ``foretell_pack_p8``): per 16 weight rows, the values in the
+order ``foretell_gemm_q8``'s tiles read them, kept in as many bits as the file's (Q8_0 bytes; Q5_0, Q4_K and Q6_K
+nibbles, two vectors a 64-byte load, with Q5_0's fifth and Q6_K's fifth and sixth bits as 64-bit masks), then the
+file's scales per block and row. Unpacking a panel for the tiles is a few instructions per 64 values (an AND, a
+shift, a masked add), not the 16-row transposes that made the many-row layout too dear for one row, so every pass
+takes ``foretell_gemm_q8``'s tiles: decode steps, verify passes and prompt chunks sum each output in one order
+(the verify rows have the bits of one-row steps, as before; a prompt chunk's rows now have them too). As many
+bytes as the blocks (Q4_K 148 a super-block and row, against 144); the blocks are not kept beside them. Weights of
+rows not a multiple of 16 keep their blocks and ``foretell_linear_q8``. Same machine, cold weights, ms per call,
+blocks -> panels (fastest of 6, alternating):
+
+    rows                     1              4              16             64
+    4864 x 896 Q5_0    0.407 -> 0.330  0.663 -> 0.418  1.332 -> 0.787  4.599 -> 2.523
+    896 x 4864 Q6_K    0.396 -> 0.372  0.662 -> 0.476  1.119 -> 0.985  3.710 -> 3.090
+    896 x 896 Q5_0     0.091 -> 0.073  0.139 -> 0.095  0.285 -> 0.175  0.862 -> 0.491
+    37984 x 896 Q5_0   2.803 -> 2.107  4.573 -> 2.834  9.861 -> 5.930  34.26 -> 17.44 (a quarter of the head)
+
+Whole passes of the 0.5B (600 cached tokens, two runners in one process alternating, median paired ratio of 8):
+1 token 0.87x the time (47.5 -> 40.1 ms), 4 tokens 0.67x, 16 tokens 0.62x, 32 tokens 0.55x, 64 tokens 0.57x
+(566 -> 316 ms), 128 tokens 0.53x. The cost curve flattens: 64 tokens cost 7.9 one-token passes instead of 11.9.
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
@@ -282,10 +304,13 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 
 # GGUF block formats the kernel reads: type id -> (values, bytes) per block
 GGUF_BLOCKS = {8: (32, 34), 6: (32, 22), 12: (256, 144), 14: (256, 210)}  # Q8_0, Q5_0, Q4_K, Q6_K
+PANELS = 100
+"""A weight's blocks laid out as panels (:meth:`CpuGemm.panels`) have the type ``PANELS`` + its GGUF type."""
+GGUF_BLOCKS.update({PANELS + 8: (32, 34), PANELS + 6: (32, 22), PANELS + 12: (256, 148), PANELS + 14: (256, 210)})
 BF16_FORMATS = (8, 6, 12)
 """GGUF block formats :meth:`CpuGemm.linear` decodes to bf16 (Q8_0, Q5_0, Q4_K; Q6_K's bf16 weights were faster
 to read than its blocks to decode)."""
-INT8_FORMATS = (8, 6, 12, 14)
+INT8_FORMATS = (8, 6, 12, 14, PANELS + 8, PANELS + 6, PANELS + 12, PANELS + 14)
 """GGUF block formats :meth:`CpuGemm.linear_int8` multiplies with int8 inputs (Q8_0, Q5_0, Q4_K, Q6_K)."""
 BLOCK_ROWS_MAX = 4
 """Passes of up to this many rows read a layer's GGUF blocks (one input tile: decoding costs about what the
@@ -380,6 +405,11 @@ class CpuGemm:
         if self._gemm_q8 is not None:
             self._gemm_q8.restype = ctypes.c_int
             self._gemm_q8.argtypes = self._linear_q8.argtypes
+        self._pack_p8 = getattr(library, "foretell_pack_p8", None) if self._gemm_q8 is not None else None
+        if self._pack_p8 is not None:
+            self._pack_p8.restype = ctypes.c_int
+            self._pack_p8.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                      ctypes.c_int]
         # a whole pass of a decoder's layers on the int8 route (layer_loop.Q8LayerLoop)
         self.layers_q8 = getattr(library, "foretell_layers_q8", None) if self._linear_q8 is not None else None
         if self.layers_q8 is not None:
@@ -560,6 +590,22 @@ class CpuGemm:
             elif code != 0:
                 raise RuntimeError(f"foretell_linear_q8 failed ({code})")
         return result.reshape(*x.shape[:-1], n)
+
+    def panels(self, blocks: GgufWeight) -> GgufWeight | None:
+        """``blocks`` (the file's) laid out as panels: per 16 weight rows, their values in the order
+        ``foretell_gemm_q8``'s tiles read them and in as many bits as the file's, then their scales (``cpu_gemm.c``,
+        ``foretell_pack_p8``); as many bytes (Q4_K: 148 per 256 values, against 144). :meth:`linear_int8` and
+        :meth:`gemm_int8` then run every pass on ``foretell_gemm_q8``'s tiles, one row or many, so a row's result
+        is that of :meth:`gemm_int8` on the file's blocks. None where the build or the weight does not take them
+        (rows not a multiple of 16, panels already)."""
+        n, k = blocks.shape
+        if self._pack_p8 is None or blocks.fmt >= PANELS or not self.int8_takes(blocks) or n % 16:
+            return None
+        values, nbytes = GGUF_BLOCKS[PANELS + blocks.fmt]
+        out = torch.empty(n * k // values * nbytes, dtype=torch.uint8)
+        if self._pack_p8(blocks.data.data_ptr(), blocks.fmt, n, k, out.data_ptr(), torch.get_num_threads()) != 0:
+            return None
+        return GgufWeight(PANELS + blocks.fmt, out, blocks.shape)
 
     def gemm_int8(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None) -> torch.Tensor | None:
         """float32 ``x`` W^T (+ ``bias``) for many rows (a prompt chunk), from the same int8 quantities as

@@ -89,7 +89,7 @@ class LLMEngine:
         if exact:  # the runner sets up its own linear layers
             try:
                 runner = ModelRunner(model, exact=True, argmax_head=config.argmax_head, layer_glue=config.layer_glue,
-                                     int8=config.int8_linears)
+                                     int8=config.int8_linears, int8_panels=config.int8_panels)
             except ExactModeUnavailable as exc:
                 if config.exact:
                     raise
@@ -117,6 +117,8 @@ class LLMEngine:
                 route += f"|blocks={engine.runner.block_layers},groups={engine.runner.block_groups}"
             if engine.runner.int8_layers:  # int8 products on GGUF blocks: another curve
                 route += f"|int8={engine.runner.int8_layers}"
+            if engine.runner.panel_layers:  # on panels: every pass on the many-row kernel, another curve
+                route += f"|panels={engine.runner.panel_layers}"
             if engine.runner.lean:  # decode and verify passes skip transformers' wrappers: another curve
                 route += "|lean"
             key = f"{resolved.path}|prepacked={prepacked}{route}"

@@ -638,7 +638,7 @@ class ExactKernelLinear(torch.nn.Module):
     a 152k vocabulary; they are then valid until the next pass."""
 
     def __init__(self, linear: torch.nn.Linear, gemm: CpuGemm, rows: ExactRows, keep_dense: bool = True,
-                 int8: bool = False):
+                 int8: bool = False, panels: bool = True):
         super().__init__()
         weight = linear.weight.detach()
         if weight.dtype == torch.float32:
@@ -661,6 +661,12 @@ class ExactKernelLinear(torch.nn.Module):
         self.int8 = _int8_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm) if int8 else None
         if self.int8 is not None:
             self.blocks = None
+            # laid out once as panels (CpuGemm.panels): every pass, one row or many, on the many-row kernel's tiles;
+            # the file's blocks then go (not kept beside them)
+            laid_out = gemm.panels(self.int8) if panels else None
+            if laid_out is not None:
+                self.int8 = laid_out
+                del linear.gguf_weight
         self.group: SharedInputGroup | None = None  # siblings read with it in one call
         self.argmax: cpu_gemm.ArgmaxHead | None = None  # the output head's argmax route (exact_kernel_linears)
 
@@ -874,7 +880,8 @@ def int8_by_default(gemm: CpuGemm | None) -> bool:
     return gemm is not None and gemm.int8 and not gemm.amx and not gemm.bf16dot
 
 
-def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = None) -> ExactRows | None:
+def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = None,
+                         panels: bool = True) -> ExactRows | None:
     """Exact mode on foretell's CPU kernel: swap every ``nn.Linear`` (the output head too) for an
     :class:`ExactKernelLinear` sharing one :class:`ExactRows` (returned, for the runner to fill per pass).
     None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86).
@@ -882,7 +889,9 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
     only their argmax (:class:`foretell.engine.cpu_gemm.ArgmaxHead`: a bias-free head with a bf16 kernel weight,
     on AMX int8 tiles or AVX2; not for a head on the int8 route). ``int8``: the layers that keep GGUF blocks the
     build multiplies with int8 inputs compute their kernel rows that way (:meth:`CpuGemm.linear_int8`), the head
-    too (a tied embedding's blocks: its argmax comes from those logits); None = :func:`int8_by_default`."""
+    too (a tied embedding's blocks: its argmax comes from those logits); None = :func:`int8_by_default`.
+    ``panels``: those layers' blocks laid out as panels (:meth:`CpuGemm.panels`), so that decode steps, verify
+    passes and prompt chunks all run on ``foretell_gemm_q8``'s tiles."""
     param = next(model.parameters())
     gemm = cpu_gemm.load() if param.device.type == "cpu" else None
     if gemm is None:
@@ -891,7 +900,7 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
     head = model.get_output_embeddings()
     int8 = int8_by_default(gemm) if int8 is None else int8 and gemm.int8
     _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head,
-                                                         int8=int8))
+                                                         int8=int8, panels=panels))
     if gemm.reads_blocks or gemm.amx or int8:
         SharedInputGroup.join(model, gemm)
     head = model.get_output_embeddings()
@@ -1317,7 +1326,7 @@ class ModelRunner:
     """
 
     def __init__(self, model, exact: bool = False, cpu_attention: bool = True, argmax_head: bool = True,
-                 layer_glue: bool = True, int8: bool | None = None):
+                 layer_glue: bool = True, int8: bool | None = None, int8_panels: bool = True):
         missing = unsupported_attention(model)
         if missing is not None:
             name = type(model).__name__
@@ -1345,7 +1354,7 @@ class ModelRunner:
         head = model.get_output_embeddings()  # outside exact mode, a CPU head with two kernels keeps its logits
         self._kept_head = head if isinstance(head, RowDispatchLinear) and not exact else None
         if exact:
-            self._exact_rows = exact_kernel_linears(self.model, argmax_head, int8)
+            self._exact_rows = exact_kernel_linears(self.model, argmax_head, int8, int8_panels)
             if self._exact_rows is None:
                 make_row_invariant(self.model)
             else:
@@ -1398,6 +1407,12 @@ class ModelRunner:
         (:meth:`CpuGemm.linear_int8`)."""
         return sum(getattr(m, "int8", None) is not None for m in self.model.modules()
                    if isinstance(m, ExactKernelLinear))
+
+    @property
+    def panel_layers(self) -> int:
+        """How many of those read their blocks laid out as panels (:meth:`CpuGemm.panels`)."""
+        return sum(getattr(m, "int8", None) is not None and m.int8.fmt >= cpu_gemm.PANELS
+                   for m in self.model.modules() if isinstance(m, ExactKernelLinear))
 
     @property
     def block_groups(self) -> int:

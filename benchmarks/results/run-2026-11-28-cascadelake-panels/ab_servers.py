@@ -1,0 +1,1 @@
+../run-2026-11-28-cascadelake-int8/ab_servers.py

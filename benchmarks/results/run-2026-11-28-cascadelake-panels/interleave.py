@@ -1,0 +1,1 @@
+../run-2026-11-28-cascadelake-llamacpp/interleave.py
