@@ -2426,12 +2426,12 @@ int foretell_pack_p8(const uint8_t *w, int fmt, int N, int K, uint8_t *out, int 
 }
 
 /* a panel back into g8_pack's layout: pw [K/4][16][4] bytes, sc [K/B][16], for Q4_K mn [K/32][16] (the same
- * numbers: the file's integers and the same fp32 products d sc, dmin m) */
+ * numbers: the file's integers and the same fp32 products d sc, dmin m); Q8_0's values are already those bytes
+ * (the tiles read them in place: pw is not written) */
 static void p8_unpack(const uint8_t *panel, int fmt, int K, uint8_t *pw, float *sc, float *mn) {
     const int steps = K / 4;
     const uint8_t *planes = panel + (size_t)8 * K, *scales = panel + p8_value_bytes(fmt, K);
-    if (fmt == GGUF_Q8_0) memcpy(pw, panel, (size_t)16 * K);
-    else {
+    if (fmt != GGUF_Q8_0) {
         const __m512i low = _mm512_set1_epi8(15);
         for (int p = 0; p < steps / 2; p++) {
             const __m512i nib = _mm512_loadu_si512((const void *)(panel + (size_t)64 * p));
@@ -2585,12 +2585,13 @@ int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, 
                 const float *scs[G8_NR], *mns[G8_NR];
                 for (int j = 0; j < G8_NR; j++) {
                     const int jj = j < nj ? j : nj - 1; /* a last tile of 16 outputs computes them twice */
-                    pws[j] = pw + (size_t)jj * 16 * K;
+                    const uint8_t *panel = panels ? w + (size_t)(n0 / 16 + jj) * p8_panel_bytes(fmt, K) : NULL;
+                    pws[j] = panel && fmt == GGUF_Q8_0 ? panel : pw + (size_t)jj * 16 * K;
                     scs[j] = sc + (size_t)jj * 16 * blocks;
                     mns[j] = mn ? mn + (size_t)jj * 16 * blocks : NULL;
                     if (j < nj && panels)
-                        p8_unpack(w + (size_t)(n0 / 16 + j) * p8_panel_bytes(fmt, K), fmt, K, pw + (size_t)j * 16 * K,
-                                  sc + (size_t)j * 16 * blocks, mn ? mn + (size_t)j * 16 * blocks : NULL);
+                        p8_unpack(panel, fmt, K, pw + (size_t)j * 16 * K, sc + (size_t)j * 16 * blocks,
+                                  mn ? mn + (size_t)j * 16 * blocks : NULL);
                     else if (j < nj)
                         g8_pack(w + (size_t)(n0 + 16 * j) * row_bytes, fmt, row_bytes, 16, K, pw + (size_t)j * 16 * K,
                                 sc + (size_t)j * 16 * blocks, mn ? mn + (size_t)j * 16 * blocks : NULL);
