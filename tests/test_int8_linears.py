@@ -188,6 +188,42 @@ def test_a_layer_takes_the_int8_route_only_for_blocks_of_its_own_weights(gemm):
         assert not torch.equal(taken(x), got)
 
 
+@pytest.mark.parametrize("panels", [True, False])
+def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(gemm, panels, monkeypatch):
+    """A pass that holds prompt chunks and rows that need logits (a prompt's last chunk with the first draft, or a
+    batch of prefill and decode): on panels every row runs on the one many-row kernel, so the layer makes one
+    call for the whole pass (no second read of the weights, no copy of the chunks into place), and every row has
+    the bits of that row computed alone; on blocks the chunks and the other rows are two calls, as before."""
+    weight, decoded = blocks_of("Q5_0", 48, 512, seed=11)
+    linear = torch.nn.Linear(512, 48, bias=True)
+    with torch.no_grad():
+        linear.weight.copy_(torch.from_numpy(decoded).bfloat16().float())
+    linear.gguf_weight = weight
+    rows = ExactRows()
+    layer = ExactKernelLinear(linear, gemm, rows, int8=True, panels=panels)
+    assert (layer.int8.fmt >= cpu_gemm.PANELS) == panels
+    x = torch.randn(1, 23, 512, generator=torch.Generator().manual_seed(12))
+    rows.total, rows.chunks = 23, [(0, 10), (13, 7)]  # two prompt chunks; rows 10-12 and 20-22 need logits
+    rows.others = torch.tensor([10, 11, 12, 20, 21, 22])
+    calls = []
+    for name in ("_gemm_q8", "_linear_q8"):
+        original = getattr(gemm, name)
+        monkeypatch.setattr(gemm, name, lambda *args, _f=original, _n=name: calls.append((_n, args[5])) or _f(*args))
+    with torch.no_grad():
+        got = layer(x)
+    monkeypatch.undo()
+    rows.clear()
+    with torch.no_grad():
+        alone = torch.cat([layer(x[:, i : i + 1]) for i in range(23)], dim=1)
+    if panels:
+        assert calls == [("_gemm_q8", 23)]
+        assert torch.equal(got, alone)
+    else:
+        assert sorted(calls) == [("_gemm_q8", 7), ("_gemm_q8", 10), ("_linear_q8", 6)]
+        need_logits = [10, 11, 12, 20, 21, 22]
+        assert torch.equal(got[0, need_logits], alone[0, need_logits])
+
+
 def test_q6_k_blocks_are_the_int8_routes_alone(gemm):
     """Q6_K blocks (kept at conversion since the int8 route reads them) are not decoded to bf16: a bf16 layer with
     them reads its bf16 weights."""

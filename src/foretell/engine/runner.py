@@ -741,6 +741,13 @@ class ExactKernelLinear(torch.nn.Module):
             return self.head_logits(x)
         if self.dense is None or not rows.chunks or rows.total != flat.shape[0]:
             return self.kernel(x)
+        if self.int8 is not None and self.int8.fmt >= cpu_gemm.PANELS and x.dtype == torch.float32:
+            # on panels the kernel's rows and a prompt chunk's run on the same many-row kernel (each row alone,
+            # the same bits either way): the whole pass in one call, no second read of the weights for the rows
+            # that need logits and no copy of the chunks' outputs into place
+            whole = self.gemm.gemm_int8(x, self.int8, self.kernel_bias)
+            if whole is not None:
+                return whole
         out = flat.new_empty(flat.shape[0], self.out_features)
         for first, count in rows.chunks:
             out[first : first + count] = self._chunk(flat[first : first + count])
