@@ -193,7 +193,8 @@ def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(gem
     """A pass that holds prompt chunks and rows that need logits (a prompt's last chunk with the first draft, or a
     batch of prefill and decode): on panels every row runs on the one many-row kernel, so the layer makes one
     call for the whole pass (no second read of the weights, no copy of the chunks into place), and every row has
-    the bits of that row computed alone; on blocks the chunks and the other rows are two calls, as before."""
+    the bits of that row computed alone; on blocks the chunks and the other rows are two calls, as before. A layer
+    on panels keeps no bf16 copy of its weight (no pass reads it)."""
     weight, decoded = blocks_of("Q5_0", 48, 512, seed=11)
     linear = torch.nn.Linear(512, 48, bias=True)
     with torch.no_grad():
@@ -202,6 +203,8 @@ def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(gem
     rows = ExactRows()
     layer = ExactKernelLinear(linear, gemm, rows, int8=True, panels=panels)
     assert (layer.int8.fmt >= cpu_gemm.PANELS) == panels
+    # on panels no pass reads the kernel's bf16 copy of the weight: it is not kept
+    assert (layer.kernel_weight.numel() == 0) == panels and layer.dense.weight.shape == (48, 512)
     x = torch.randn(1, 23, 512, generator=torch.Generator().manual_seed(12))
     rows.total, rows.chunks = 23, [(0, 10), (13, 7)]  # two prompt chunks; rows 10-12 and 20-22 need logits
     rows.others = torch.tensor([10, 11, 12, 20, 21, 22])

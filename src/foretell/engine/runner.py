@@ -667,6 +667,12 @@ class ExactKernelLinear(torch.nn.Module):
             if laid_out is not None:
                 self.int8 = laid_out
                 del linear.gguf_weight
+                # every kernel row now runs on the panels: the kernel's bf16 copy of the weight is read by no pass
+                # (prompt chunks whose rows an inf or NaN turns away from the panels take ``dense``, which is also
+                # the layer's ``weight``); an empty one in its place, so that a read by mistake fails rather than
+                # computes. (An output head has no ``dense``: its copy stays its ``weight``.)
+                if self.dense is not None:
+                    self.kernel_weight = kernel_weight.new_empty(0)
         self.group: SharedInputGroup | None = None  # siblings read with it in one call
         self.argmax: cpu_gemm.ArgmaxHead | None = None  # the output head's argmax route (exact_kernel_linears)
 
@@ -674,7 +680,7 @@ class ExactKernelLinear(torch.nn.Module):
         """Whether a :class:`SharedInputGroup` may join this layer's bf16 weights: its rows run on AMX tiles and
         the library's weight for prompt chunks (if any) is the very same tensor."""
         weight = self.kernel_weight
-        return (self.gemm.amx and weight.dtype == torch.bfloat16 and weight.shape[1] % 32 == 0
+        return (self.gemm.amx and self.int8 is None and weight.dtype == torch.bfloat16 and weight.shape[1] % 32 == 0
                 and (self.dense is None or self.dense.weight.data_ptr() == weight.data_ptr()))
 
     def share_weight(self, view: torch.Tensor) -> None:
