@@ -676,6 +676,12 @@ class ExactKernelLinear(torch.nn.Module):
         self.group: SharedInputGroup | None = None  # siblings read with it in one call
         self.argmax: cpu_gemm.ArgmaxHead | None = None  # the output head's argmax route (exact_kernel_linears)
 
+    @property
+    def on_panels(self) -> bool:
+        """Whether this layer's int8 blocks are laid out as panels (:meth:`CpuGemm.panels`): every pass on the
+        many-row kernel."""
+        return self.int8 is not None and self.int8.fmt >= cpu_gemm.PANELS
+
     def joins_weights(self) -> bool:
         """Whether a :class:`SharedInputGroup` may join this layer's bf16 weights: its rows run on AMX tiles and
         the library's weight for prompt chunks (if any) is the very same tensor."""
@@ -747,7 +753,7 @@ class ExactKernelLinear(torch.nn.Module):
             return self.head_logits(x)
         if self.dense is None or not rows.chunks or rows.total != flat.shape[0]:
             return self.kernel(x)
-        if self.int8 is not None and self.int8.fmt >= cpu_gemm.PANELS and x.dtype == torch.float32:
+        if self.on_panels and x.dtype == torch.float32:
             # on panels the kernel's rows and a prompt chunk's run on the same many-row kernel (each row alone,
             # the same bits either way): the whole pass in one call, no second read of the weights for the rows
             # that need logits and no copy of the chunks' outputs into place
@@ -1424,8 +1430,7 @@ class ModelRunner:
     @property
     def panel_layers(self) -> int:
         """How many of those read their blocks laid out as panels (:meth:`CpuGemm.panels`)."""
-        return sum(getattr(m, "int8", None) is not None and m.int8.fmt >= cpu_gemm.PANELS
-                   for m in self.model.modules() if isinstance(m, ExactKernelLinear))
+        return sum(m.on_panels for m in self.model.modules() if isinstance(m, ExactKernelLinear))
 
     @property
     def block_groups(self) -> int:
