@@ -203,8 +203,8 @@ def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(gem
     rows = ExactRows()
     layer = ExactKernelLinear(linear, gemm, rows, int8=True, panels=panels)
     assert (layer.int8.fmt >= cpu_gemm.PANELS) == panels
-    # on panels no pass reads the kernel's bf16 copy of the weight: it is not kept
-    assert (layer.kernel_weight.numel() == 0) == panels and layer.dense.weight.shape == (48, 512)
+    # on panels no pass reads the kernel's bf16 copy of the weight, nor the library's fp32 one: neither is kept
+    assert (layer.kernel_weight.numel() == 0) == panels and (layer.dense is None) == panels
     x = torch.randn(1, 23, 512, generator=torch.Generator().manual_seed(12))
     rows.total, rows.chunks = 23, [(0, 10), (13, 7)]  # two prompt chunks; rows 10-12 and 20-22 need logits
     rows.others = torch.tensor([10, 11, 12, 20, 21, 22])
@@ -225,6 +225,44 @@ def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(gem
         assert sorted(calls) == [("_gemm_q8", 7), ("_gemm_q8", 10), ("_linear_q8", 6)]
         need_logits = [10, 11, 12, 20, 21, 22]
         assert torch.equal(got[0, need_logits], alone[0, need_logits])
+
+
+def test_a_layer_on_panels_keeps_its_fp32_weight_only_for_a_peer(gemm):
+    """On panels no pass of ours reads a layer's fp32 weight (1.4 GB of the 0.5B): it goes, unless the layer keeps
+    it for a peer's calls on the same model object (``library``). Without it a prompt chunk holding an inf (which
+    the many-row kernel turns away) gives NaN in that row and every other row the bits of that row alone, and a
+    peer's call is refused with a clear error rather than computed from nothing; with it, a peer's call is the
+    library's product of the model's own weights."""
+    weight, decoded = blocks_of("Q4_K", 32, 256, seed=13)
+    values = torch.from_numpy(decoded).bfloat16().float()
+
+    def layer(library: bool) -> ExactKernelLinear:
+        linear = torch.nn.Linear(256, 32, bias=True)
+        with torch.no_grad():
+            linear.weight.copy_(values)
+        linear.gguf_weight = GgufWeight(weight.fmt, weight.data.clone(), weight.shape)
+        return ExactKernelLinear(linear, gemm, rows, int8=True, library=library)
+
+    rows = ExactRows()
+    lean, kept = layer(False), layer(True)
+    assert lean.on_panels and kept.on_panels
+    assert lean.dense is None and lean.weight.numel() == 0 and (lean.in_features, lean.out_features) == (256, 32)
+    assert torch.equal(kept.dense.weight, values)
+    x = torch.randn(1, 6, 256, generator=torch.Generator().manual_seed(14))
+    x[0, 2, 7] = float("inf")
+    rows.total, rows.chunks, rows.others = 6, [(0, 6)], None  # one prompt chunk of six rows
+    with torch.no_grad():
+        got = lean(x)
+        rows.clear()
+        alone = [lean(x[:, i : i + 1]) for i in range(6)]
+    assert torch.isnan(got[0, 2]).all()
+    assert all(torch.equal(got[:, i : i + 1], alone[i]) for i in (0, 1, 3, 4, 5))
+    rows.library = True
+    with torch.no_grad(), pytest.raises(RuntimeError, match="library_weights"):
+        lean(x)
+    y = torch.randn(3, 256, generator=torch.Generator().manual_seed(15))
+    with torch.no_grad():
+        assert torch.equal(kept(y), torch.nn.functional.linear(y, values, kept.dense.bias))
 
 
 def test_q6_k_blocks_are_the_int8_routes_alone(gemm):
@@ -319,6 +357,13 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
     # every layer's passes on panels (the default), the many-row kernel's order; the head (a vocabulary not a
     # multiple of 16 rows) on its blocks: both kernels in one model
     assert engine.runner.panel_layers == 14
+    # no fp32 weight kept for them (no pass reads it), and the embedding's values in bf16 (exactly theirs)
+    model = engine.runner.model
+    panels = [m for m in model.modules() if isinstance(m, ExactKernelLinear) and m.on_panels]
+    assert len(panels) == 14 and all(m.dense is None for m in panels)
+    shapes = {(m.out_features, m.in_features) for m in panels}
+    assert not any(tuple(p.shape) in shapes for p in (*model.parameters(), *model.buffers()))
+    assert model.get_input_embeddings().weight.dtype == torch.bfloat16
     rng = random.Random(0)
     # 9 tokens: all on the kernel (8 rows before the last); 75: chunks of 32, 32 and 10 rows (gemm_int8), then the
     # last token on the kernel
@@ -413,3 +458,54 @@ def test_the_one_call_layer_loop_gives_the_bits_of_the_layer_by_layer_pass(gemm,
         assert native.passes == passes and torch.isnan(logits).all()
     finally:
         embeddings[nan_token] = saved
+
+
+def test_a_peer_on_the_same_model_object_needs_library_weights(gemm, converted):
+    """The bench's HF peers run model.generate on the engine's model object (``library_linears``): a runner built
+    with ``library_weights`` keeps its panels layers' fp32 weights for them, and a peer's pass gives the model's
+    own hidden states (those of the model as loaded); a runner without them (the server's default) refuses such
+    a call with a clear error instead of computing from nothing."""
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    fresh = loader.load_model(converted, torch.float32, "cpu")
+    with torch.inference_mode():
+        want = fresh.model(input_ids=ids, use_cache=False).last_hidden_state
+    for library in (True, False):
+        runner = ModelRunner(loader.load_model(converted, torch.float32, "cpu"), exact=True, int8=True,
+                             library_weights=library)
+        assert runner.panel_layers == 14
+        with torch.inference_mode(), runner.library_linears():
+            if library:
+                got = runner.model.model(input_ids=ids, use_cache=False).last_hidden_state
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            else:
+                with pytest.raises(RuntimeError, match="library_weights"):
+                    runner.model.model(input_ids=ids, use_cache=False)
+
+
+def test_an_untied_head_on_panels_keeps_no_bf16_copy_and_decodes_losslessly(gemm):
+    """A model whose head is not its embedding (the 1.5B): the head on panels keeps no bf16 copy (no pass reads it:
+    467 MB of the 1.5B), the embedding keeps its exactly-bf16 values in bf16, and plain decoding and perfect,
+    edited and garbage predictions, batched, give the same tokens (a read of a dropped copy would fail here)."""
+    from foretell.testing import make_tiny_model, make_tiny_tokenizer
+
+    model = make_tiny_model(vocab_size=400, hidden_size=256, intermediate_size=512, seed=3)
+    with torch.no_grad():
+        embedding = model.get_input_embeddings().weight
+        embedding.copy_(embedding.bfloat16().float())
+        for i, linear in enumerate(m for m in model.modules() if type(m) is torch.nn.Linear):
+            blocks, decoded = blocks_of("Q8_0", linear.out_features, linear.in_features, seed=20 + i)
+            linear.weight.copy_(torch.from_numpy(decoded).bfloat16().float())
+            linear.gguf_weight = blocks
+    config = EngineConfig(max_num_seqs=8, kv_budget_tokens=16384, k_max=16, measure_cost_curve=False, exact=True)
+    engine = LLMEngine(ModelRunner(model, exact=True, int8=True), make_tiny_tokenizer(), config)
+    head = engine.runner.model.get_output_embeddings()
+    assert engine.runner.panel_layers == 15 and head.on_panels and head.kernel_weight.numel() == 0
+    assert engine.runner.model.get_input_embeddings().weight.dtype == torch.bfloat16
+    rng = random.Random(4)
+    prompts = [[rng.randrange(300) for _ in range(n)] for n in (7, 40)]
+    plain, _ = outputs(engine, [request(p, method="none") for p in prompts])
+    reqs = [r for p, out in zip(prompts, plain) for r in
+            (request(p, out), request(p, out[:20] + [1, 2, 3] + out[23:]), request(p, [rng.randrange(300)] * 30))]
+    got, passes = outputs(engine, reqs)
+    assert got == [out for out in plain for _ in range(3)]
+    assert max(passes[0], passes[3]) < 12

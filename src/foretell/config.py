@@ -185,6 +185,9 @@ class EngineConfig:
     # kernel's tiles read them, as many bits as the file's): decode steps, verify passes and prompt chunks all run
     # on that kernel (cpu_gemm.CpuGemm.panels); off: decode and verify rows on foretell_linear_q8 over the blocks
     int8_panels: bool = True
+    # exact mode: layers on int8 panels keep their fp32 weights too, for a peer's model.generate on the same model
+    # object (foretell bench's HF peers: ModelRunner.library_linears); off, no pass reads them (1.4 GB on the 0.5B)
+    library_weights: bool = False
 
     def __post_init__(self) -> None:
         _check(self.dtype in ("auto", "bfloat16", "float16", "float32"), "dtype", "auto|bfloat16|float16|float32")

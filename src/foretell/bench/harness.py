@@ -453,7 +453,10 @@ def load_engine(opts: BenchOptions):
     from foretell.engine.llm_engine import LLMEngine
 
     overrides = {"prefix_cache": False, "adaptive_k": opts.adaptive_k, "exact": opts.exact,
-                 "int8_linears": opts.int8_linears}
+                 "int8_linears": opts.int8_linears,
+                 # HF peers (the "peers" suite) run model.generate on the engine's model object: its layers keep
+                 # their fp32 weights for them
+                 "library_weights": opts.temperature == 0 and "peers" in opts.suites}
     if opts.k_max is not None:
         overrides["k_max"] = opts.k_max
     if opts.tiny:

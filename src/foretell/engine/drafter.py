@@ -115,7 +115,7 @@ class DraftModel:
         check_vocabularies(runner.vocab_size, target_vocab, tokenizer, target_tokenizer)
         self.runner = runner
         self.k = k
-        self.token_cost = token_cost  # one drafter pass in one-token target passes (see parameter_ratio)
+        self.token_cost = token_cost  # one drafter pass in target passes (their parameter_count's ratio)
         self.states: dict[str, _State] = {}
         self.passes = 0  # drafter forward passes so far
 
@@ -192,12 +192,10 @@ def drafter_part(proposer: Proposer | None) -> DraftModelProposer | None:
     return next((p for p in proposer.parts() if isinstance(p, DraftModelProposer)), None)
 
 
-def parameter_ratio(draft_model, target_model) -> float:
-    """The drafter's parameters over the target's: what one drafter pass costs in target passes (decoding is
-    bound by reading the weights), the price the draft policy puts on drafting a token."""
-    count = lambda model: sum(p.numel() for p in (*model.parameters(), *model.buffers()))  # noqa: E731 (bf16
-    # weights kept for foretell's CPU kernel are buffers)
-    return count(draft_model) / max(1, count(target_model))
+def parameter_count(model) -> int:
+    """A model's parameters as loaded: count them before foretell's runner swaps its layers (some then keep bf16
+    copies as buffers, or only int8 panels)."""
+    return sum(p.numel() for p in model.parameters())
 
 
 class _Job:

@@ -29,7 +29,7 @@ from foretell.engine.api import (
     RequestTooLongError,
 )
 from foretell.engine.cost import DEFAULT_COST_POINTS, CostCalibrator, synchronize
-from foretell.engine.drafter import DraftModel, parameter_ratio, require_draft_model, verify_step
+from foretell.engine.drafter import DraftModel, parameter_count, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import (ExactModeUnavailable, KernelPlan, ModelRunner, Segment, exact_by_default,
                                    prepack_cpu_linears, row_dispatch_cpu_linears)
@@ -84,12 +84,14 @@ class LLMEngine:
         device = pick_device(config.device)
         dtype = pick_dtype(device, config.dtype)
         model = load_model(resolved.path, dtype=dtype, device=device)
+        weights = parameter_count(model)  # as loaded: the runner may keep some layers as int8 panels only
         exact = exact_by_default(device, dtype) if config.exact is None else config.exact
         runner, drafter = None, None
         if exact:  # the runner sets up its own linear layers
             try:
                 runner = ModelRunner(model, exact=True, argmax_head=config.argmax_head, layer_glue=config.layer_glue,
-                                     int8=config.int8_linears, int8_panels=config.int8_panels)
+                                     int8=config.int8_linears, int8_panels=config.int8_panels,
+                                     library_weights=config.library_weights)
             except ExactModeUnavailable as exc:
                 if config.exact:
                     raise
@@ -104,11 +106,12 @@ class LLMEngine:
         if config.draft_model:
             drafted = resolve_model(config.draft_model)
             draft = load_model(drafted.path, dtype=dtype, device=device)
+            token_cost = parameter_count(draft) / max(1, weights)
             _cpu_linears(draft, packed_only=config.cpu_linears == "packed", lean=config.cpu_linears == "lean")
             drafter = DraftModel(
                 ModelRunner(draft), runner.vocab_size, config.draft_k,
                 target_tokenizer=tokenizer, tokenizer=load_tokenizer(drafted.path),
-                token_cost=parameter_ratio(draft, model),
+                token_cost=token_cost,
             )
         engine = cls(runner, tokenizer, config, drafter=drafter)
         if config.measure_cost_curve:

@@ -638,8 +638,9 @@ class ExactKernelLinear(torch.nn.Module):
     a 152k vocabulary; they are then valid until the next pass."""
 
     def __init__(self, linear: torch.nn.Linear, gemm: CpuGemm, rows: ExactRows, keep_dense: bool = True,
-                 int8: bool = False, panels: bool = True):
+                 int8: bool = False, panels: bool = True, library: bool = False):
         super().__init__()
+        self.head = not keep_dense  # the output head: it sees only rows that need logits
         weight = linear.weight.detach()
         if weight.dtype == torch.float32:
             narrow = cpu_gemm.exact_bf16(weight)
@@ -654,7 +655,7 @@ class ExactKernelLinear(torch.nn.Module):
         self.register_buffer("kernel_bias", bias, persistent=False)
         self.gemm = gemm
         self.rows = rows
-        self.out_features = linear.out_features
+        self.in_features, self.out_features = linear.in_features, linear.out_features
         self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
         self.blocks = _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
         # int8 products on the GGUF blocks for the kernel's rows (_int8_blocks): llama.cpp's numerics
@@ -667,12 +668,15 @@ class ExactKernelLinear(torch.nn.Module):
             if laid_out is not None:
                 self.int8 = laid_out
                 del linear.gguf_weight
-                # every kernel row now runs on the panels: the kernel's bf16 copy of the weight is read by no pass
-                # (prompt chunks whose rows an inf or NaN turns away from the panels take ``dense``, which is also
-                # the layer's ``weight``); an empty one in its place, so that a read by mistake fails rather than
-                # computes. (An output head has no ``dense``: its copy stays its ``weight``.)
+                # every kernel row now runs on the panels: the kernel's bf16 copy of the weight is read by no pass;
+                # an empty one in its place, so that a read by mistake fails rather than computes. (An output head
+                # has no ``dense``: its copy stays its ``weight``.) Nor is the library's fp32 weight, but by a
+                # peer's calls on the same model object (``library``: ExactRows.library); without it a prompt
+                # chunk with an inf or NaN takes the panels' row by row kernel (NaN in those rows)
                 if self.dense is not None:
                     self.kernel_weight = kernel_weight.new_empty(0)
+                    if not library:
+                        self.dense = None
         self.group: SharedInputGroup | None = None  # siblings read with it in one call
         self.argmax: cpu_gemm.ArgmaxHead | None = None  # the output head's argmax route (exact_kernel_linears)
 
@@ -687,7 +691,7 @@ class ExactKernelLinear(torch.nn.Module):
         the library's weight for prompt chunks (if any) is the very same tensor."""
         weight = self.kernel_weight
         return (self.gemm.amx and self.int8 is None and weight.dtype == torch.bfloat16 and weight.shape[1] % 32 == 0
-                and (self.dense is None or self.dense.weight.data_ptr() == weight.data_ptr()))
+                and (self.head or self.dense.weight.data_ptr() == weight.data_ptr()))
 
     def share_weight(self, view: torch.Tensor) -> None:
         """Take ``view`` (the same values, in a :class:`SharedInputGroup`'s joined buffer) as this layer's weight,
@@ -700,6 +704,8 @@ class ExactKernelLinear(torch.nn.Module):
 
     @property
     def weight(self) -> torch.Tensor:
+        """The layer's weight as the library reads it (the head's: its kernel copy); empty for a layer on panels
+        that keeps no library weight (``in_features``, ``out_features`` give its shape)."""
         return self.dense.weight if self.dense is not None else self.kernel_weight
 
     @property
@@ -742,16 +748,21 @@ class ExactKernelLinear(torch.nn.Module):
             out = self.gemm.gemm_int8(x, self.int8, self.kernel_bias)
             if out is not None:
                 return out
+            if self.dense is None:  # an inf or NaN in some row, on panels without the library's weight
+                return self.kernel(x, shared=False)
         return self.dense(x.clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         rows = self.rows
-        if rows.library and self.dense is not None:
+        if rows.library and not self.head:
+            if self.dense is None:
+                raise RuntimeError("this model's layers on int8 panels keep no library weights: a peer's calls on "
+                                   "the same model object need a runner built with library_weights=True")
             return self.dense(x)
-        if self.dense is None and rows.total and not rows.library:
+        if self.head and rows.total and not rows.library:
             return self.head_logits(x)
-        if self.dense is None or not rows.chunks or rows.total != flat.shape[0]:
+        if self.head or not rows.chunks or rows.total != flat.shape[0]:
             return self.kernel(x)
         if self.on_panels and x.dtype == torch.float32:
             # on panels the kernel's rows and a prompt chunk's run on the same many-row kernel (each row alone,
@@ -900,7 +911,7 @@ def int8_by_default(gemm: CpuGemm | None) -> bool:
 
 
 def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = None,
-                         panels: bool = True) -> ExactRows | None:
+                         panels: bool = True, library_weights: bool = False) -> ExactRows | None:
     """Exact mode on foretell's CPU kernel: swap every ``nn.Linear`` (the output head too) for an
     :class:`ExactKernelLinear` sharing one :class:`ExactRows` (returned, for the runner to fill per pass).
     None, with the model untouched, where the kernel does not run here (not on a CPU, no compiler, not x86).
@@ -910,7 +921,10 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
     build multiplies with int8 inputs compute their kernel rows that way (:meth:`CpuGemm.linear_int8`), the head
     too (a tied embedding's blocks: its argmax comes from those logits); None = :func:`int8_by_default`.
     ``panels``: those layers' blocks laid out as panels (:meth:`CpuGemm.panels`), so that decode steps, verify
-    passes and prompt chunks all run on ``foretell_gemm_q8``'s tiles."""
+    passes and prompt chunks all run on ``foretell_gemm_q8``'s tiles; ``library_weights``: those layers keep their
+    fp32 weights for a peer's calls on the same model object (:meth:`ModelRunner.library_linears`), else no pass
+    reads them and they go. An fp32 input embedding whose values are exactly bf16 keeps them in bf16
+    (:class:`_NarrowEmbedding`: the same values looked up), shared with the head's kernel copy where equal."""
     param = next(model.parameters())
     gemm = cpu_gemm.load() if param.device.type == "cpu" else None
     if gemm is None:
@@ -919,7 +933,12 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
     head = model.get_output_embeddings()
     int8 = int8_by_default(gemm) if int8 is None else int8 and gemm.int8
     _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head,
-                                                         int8=int8, panels=panels))
+                                                         int8=int8, panels=panels, library=library_weights))
+    _narrow_embedding(model)
+    head = model.get_output_embeddings()
+    if isinstance(head, ExactKernelLinear) and head.on_panels \
+            and model.get_input_embeddings().weight is not head.kernel_weight:
+        head.kernel_weight = head.kernel_weight.new_empty(0)  # no pass reads it (the 1.5B's: 467 MB)
     if gemm.reads_blocks or gemm.amx or int8:
         SharedInputGroup.join(model, gemm)
     head = model.get_output_embeddings()
@@ -930,6 +949,22 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
             and cpu_gemm.ArgmaxHead.supports(gemm, head.kernel_weight) and (gemm.amx or not reads_blocks)):
         head.argmax = cpu_gemm.ArgmaxHead(gemm, head.kernel_weight)
     return rows
+
+
+def _narrow_embedding(model) -> None:
+    """Exact mode: an fp32 input embedding whose values are all exactly bf16 (a converted model's) keeps them in
+    bf16, the very tensor of the output head's kernel copy where it holds the same values (a GGUF whose head is its
+    token embedding): lookups widen the same values, at a half or none of the memory."""
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if type(embedding) is not torch.nn.Embedding or embedding.weight.dtype != torch.float32:
+        return
+    narrow = cpu_gemm.exact_bf16(embedding.weight.detach())
+    if narrow is None:
+        return
+    kept = getattr(head, "kernel_weight", None) if isinstance(head, ExactKernelLinear) else None
+    if kept is not None and kept.dtype == torch.bfloat16 and kept.shape == narrow.shape and torch.equal(kept, narrow):
+        narrow = kept
+    model.set_input_embeddings(_NarrowEmbedding(narrow, embedding.padding_idx))
 
 
 class _Fp32Linear(torch.nn.Module):
@@ -1087,7 +1122,8 @@ def check_row_invariance(model, rows: int = 37, seed: int = 0, layers: Sequence[
     gen = torch.Generator().manual_seed(seed)
     seen: set[tuple] = set()
     for m in _linears(model) if layers is None else layers:
-        out_features, in_features = m.weight.shape
+        out_features, in_features = (m.out_features, m.in_features) if isinstance(m, ExactKernelLinear) \
+            else m.weight.shape
         shape = (in_features, out_features, getattr(m, "bias", getattr(m, "kernel_bias", None)) is not None)
         if shape in seen:
             continue
@@ -1345,7 +1381,8 @@ class ModelRunner:
     """
 
     def __init__(self, model, exact: bool = False, cpu_attention: bool = True, argmax_head: bool = True,
-                 layer_glue: bool = True, int8: bool | None = None, int8_panels: bool = True):
+                 layer_glue: bool = True, int8: bool | None = None, int8_panels: bool = True,
+                 library_weights: bool = False):
         missing = unsupported_attention(model)
         if missing is not None:
             name = type(model).__name__
@@ -1373,7 +1410,7 @@ class ModelRunner:
         head = model.get_output_embeddings()  # outside exact mode, a CPU head with two kernels keeps its logits
         self._kept_head = head if isinstance(head, RowDispatchLinear) and not exact else None
         if exact:
-            self._exact_rows = exact_kernel_linears(self.model, argmax_head, int8, int8_panels)
+            self._exact_rows = exact_kernel_linears(self.model, argmax_head, int8, int8_panels, library_weights)
             if self._exact_rows is None:
                 make_row_invariant(self.model)
             else:
