@@ -49,7 +49,7 @@ def test_the_fast_path_skips_transformers_and_falls_back_where_decode_could_diff
     monkeypatch.undo()
     assert text_decoder(tok)(ids) == "own"  # a tokenizer class with its own decode keeps it
     tok.__class__ = OwnDecode.__mro__[1]
-    tok.clean_up_tokenization_spaces = True
+    monkeypatch.setattr(tok, "clean_up_tokenization_spaces", True)  # the tokenizer is shared (cached): undone after
     calls = []
     monkeypatch.setattr(tok, "decode", lambda ids, **kw: calls.append(kw) or "cleaned")
     assert text_decoder(tok)(ids) == "cleaned" and calls == [{"skip_special_tokens": True}]

@@ -74,6 +74,9 @@ def reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> n
 def test_the_blocks_decode_as_gguf_decodes_them(gemm, fmt):
     weight, decoded = blocks_of(fmt, 12, 512, seed=1)
     assert np.array_equal(gemm.decode_blocks(weight).numpy(), decoded)
+    assert np.array_equal(gemm.decode_blocks(weight, 5, 4).numpy(), decoded[5:9])  # some rows alone
+    with pytest.raises(ValueError):
+        gemm.decode_blocks(weight, 10, 3)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -177,6 +180,9 @@ def test_a_layer_takes_the_int8_route_only_for_blocks_of_its_own_weights(gemm):
         return ExactKernelLinear(linear, gemm, ExactRows(), int8=int8)
 
     assert layer(other).int8 is None  # not its weights
+    one_row = GgufWeight(weight.fmt, weight.data.clone(), weight.shape)  # its weights but for one checked row
+    one_row.data.view(37, -1)[36] = other.data.view(37, -1)[36]
+    assert layer(one_row).int8 is None
     assert layer(weight, int8=False).int8 is None
     taken = layer(weight)
     assert taken.int8 is weight

@@ -275,6 +275,24 @@ def test_token_classes_name_the_line_break_and_the_bare_fences():
     assert classes.newline == {1, 4, 6}
 
 
+def test_token_classes_from_a_tokenizer_are_those_of_its_batch_decode(monkeypatch):
+    """The fast path (the Rust backend's batch decode) gives the classes of ``batch_decode``'s texts, and a
+    tokenizer that cleans up spaces takes ``batch_decode`` itself."""
+    from foretell.testing import make_tiny_tokenizer
+
+    tokenizer = make_tiny_tokenizer()  # shared (cached): every change below is undone after the test
+    monkeypatch.setattr(tokenizer, "clean_up_tokenization_spaces", False)
+    want = TokenClasses.from_texts(tokenizer.batch_decode([[i] for i in range(len(tokenizer))]))
+    assert want.newline and want.line_break is not None
+    calls = []
+    original = tokenizer.batch_decode
+    monkeypatch.setattr(tokenizer, "batch_decode", lambda ids: calls.append(len(ids)) or original(ids))
+    assert TokenClasses.from_tokenizer(tokenizer) == want and calls == []
+    monkeypatch.setattr(tokenizer, "clean_up_tokenization_spaces", True)
+    TokenClasses.from_tokenizer(tokenizer)
+    assert calls == [len(tokenizer)]
+
+
 def test_fence_opening_proposes_the_prediction_after_the_replys_fence_line():
     file = [5, 6, 7, 8]
     opening = FenceOpening.create(file, OPENING)

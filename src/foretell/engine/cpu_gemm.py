@@ -544,14 +544,17 @@ class CpuGemm:
         """Whether :meth:`linear_int8` takes ``blocks``: Q5_0, Q8_0, Q4_K or Q6_K rows of a multiple of 64 values."""
         return self.int8 and blocks is not None and blocks.fmt in INT8_FORMATS and blocks.shape[1] % 64 == 0
 
-    def decode_blocks(self, blocks: GgufWeight) -> torch.Tensor:
-        """float32 [N, K]: the GGUF file's values of ``blocks`` (ggml's reference decoder), what :meth:`linear_int8`
-        multiplies by."""
+    def decode_blocks(self, blocks: GgufWeight, first: int = 0, count: int | None = None) -> torch.Tensor:
+        """float32 [count, K]: the GGUF file's values of rows ``first`` to ``first + count`` (default: to the end) of
+        ``blocks`` (ggml's reference decoder), what :meth:`linear_int8` multiplies by."""
         if not self.int8_takes(blocks):
             raise TypeError("decode_blocks takes Q5_0, Q8_0, Q4_K or Q6_K blocks on a build with AVX512-VNNI")
         n, k = blocks.shape
-        out = torch.empty(n, k, dtype=torch.float32)
-        self._q8_decode(blocks.data.data_ptr(), blocks.fmt, 0, n, k, out.data_ptr())
+        count = n - first if count is None else count
+        if first < 0 or count < 0 or first + count > n:
+            raise ValueError(f"rows {first}..{first + count} are not rows of a [{n}, {k}] weight")
+        out = torch.empty(count, k, dtype=torch.float32)
+        self._q8_decode(blocks.data.data_ptr(), blocks.fmt, first, count, k, out.data_ptr())
         return out
 
     def linear_int8(self, x: torch.Tensor, blocks: GgufWeight, bias: torch.Tensor | None = None,

@@ -642,41 +642,40 @@ class ExactKernelLinear(torch.nn.Module):
         super().__init__()
         self.head = not keep_dense  # the output head: it sees only rows that need logits
         weight = linear.weight.detach()
-        if weight.dtype == torch.float32:
-            narrow = cpu_gemm.exact_bf16(weight)
-            kernel_weight = weight if narrow is None else narrow
-        elif weight.dtype == torch.bfloat16:
-            kernel_weight = weight
-        else:
-            kernel_weight = weight.float()
         self.dense = linear if keep_dense else None
-        self.register_buffer("kernel_weight", kernel_weight, persistent=False)
         bias = None if linear.bias is None else linear.bias.detach().float()
         self.register_buffer("kernel_bias", bias, persistent=False)
         self.gemm = gemm
         self.rows = rows
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self._head_out = _Scratch()  # the head's logits buffer, reused pass after pass
-        self.blocks = _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
-        # int8 products on the GGUF blocks for the kernel's rows (_int8_blocks): llama.cpp's numerics
-        self.int8 = _int8_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm) if int8 else None
-        if self.int8 is not None:
-            self.blocks = None
-            # laid out once as panels (CpuGemm.panels): every pass, one row or many, on the many-row kernel's tiles;
-            # the file's blocks then go (not kept beside them)
-            laid_out = gemm.panels(self.int8) if panels else None
-            if laid_out is not None:
-                self.int8 = laid_out
-                del linear.gguf_weight
-                # every kernel row now runs on the panels: the kernel's bf16 copy of the weight is read by no pass;
-                # an empty one in its place, so that a read by mistake fails rather than computes. (An output head
-                # has no ``dense``: its copy stays its ``weight``.) Nor is the library's fp32 weight, but by a
-                # peer's calls on the same model object (``library``: ExactRows.library); without it a prompt
-                # chunk with an inf or NaN takes the panels' row by row kernel (NaN in those rows)
-                if self.dense is not None:
-                    self.kernel_weight = kernel_weight.new_empty(0)
-                    if not library:
-                        self.dense = None
+        # int8 products on the GGUF blocks for the kernel's rows (_int8_blocks): llama.cpp's numerics, laid out once
+        # as panels (CpuGemm.panels) where they can be: every pass, one row or many, on the many-row kernel's tiles;
+        # the file's blocks then go (not kept beside them)
+        self.int8 = _int8_blocks(getattr(linear, "gguf_weight", None), weight, gemm) if int8 else None
+        laid_out = gemm.panels(self.int8) if self.int8 is not None and panels else None
+        if laid_out is not None:
+            self.int8 = laid_out
+            del linear.gguf_weight
+        if laid_out is not None and not self.head:
+            # every kernel row runs on the panels: no pass reads a bf16 copy of the weight (none is made: an empty
+            # one in its place, so that a read by mistake fails rather than computes), nor the library's fp32
+            # weight, but a peer's calls on the same model object (``library``: ExactRows.library); without it a
+            # prompt chunk with an inf or NaN takes the panels' row by row kernel (NaN in those rows). (An output
+            # head keeps its copy: it is its ``weight``, and maybe the input embedding's values.)
+            kernel_weight = torch.empty(0, dtype=torch.bfloat16)
+            if not library:
+                self.dense = None
+        elif weight.dtype == torch.float32:
+            narrow = cpu_gemm.exact_bf16(weight)
+            kernel_weight = weight if narrow is None else narrow
+        elif weight.dtype == torch.bfloat16:
+            kernel_weight = weight
+        else:
+            kernel_weight = weight.float()
+        self.register_buffer("kernel_weight", kernel_weight, persistent=False)
+        self.blocks = None if self.int8 is not None else \
+            _checked_blocks(getattr(linear, "gguf_weight", None), kernel_weight, gemm)
         self.group: SharedInputGroup | None = None  # siblings read with it in one call
         self.argmax: cpu_gemm.ArgmaxHead | None = None  # the output head's argmax route (exact_kernel_linears)
 
@@ -890,13 +889,20 @@ def _checked_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGe
     return blocks
 
 
+INT8_CHECKED_ROWS = 33  # rows of a layer whose GGUF blocks are checked against its weights (_int8_blocks)
+
+
 def _int8_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGemm) -> GgufWeight | None:
     """``blocks`` where :meth:`CpuGemm.linear_int8` takes them and they hold this layer's weights (their values,
-    rounded to bf16, are the layer's bf16 weights: a model converted from these blocks), else None."""
+    rounded to bf16, are the layer's bf16 weights: a model converted from these blocks), else None. Checked on
+    :data:`INT8_CHECKED_ROWS` rows spread over the weight, the first and the last included: the int8 route computes
+    from the blocks alone, so the check is that they are this model's (another model's, or another layer's, differ
+    in every row), and decoding every row of the 1.5B took seconds of each start-up."""
     if not gemm.int8_takes(blocks) or tuple(weight.shape) != blocks.shape:
         return None
-    if not torch.equal(gemm.decode_blocks(blocks).bfloat16().view(torch.int16),
-                       weight.contiguous().bfloat16().view(torch.int16)):
+    rows = torch.linspace(0, blocks.shape[0] - 1, min(blocks.shape[0], INT8_CHECKED_ROWS)).round().long().unique()
+    decoded = torch.cat([gemm.decode_blocks(blocks, int(row), 1) for row in rows])
+    if not torch.equal(decoded.bfloat16().view(torch.int16), weight[rows].bfloat16().view(torch.int16)):
         log.warning("a layer's GGUF blocks do not hold its weights; it keeps its bf16 route")
         return None
     return blocks
