@@ -1,5 +1,5 @@
 """Two servers (A: this round, B: the round before), cold prompts (a new first line each time) of the held-out-like
-tasks with the file as the prediction, streamed, 32 tokens: time to the first token and to the end, alternating the
+tasks with the file as the prediction, streamed, 32 tokens (or MAX_TOKENS; 0: full replies): time to the first token and to the end, alternating the
 servers per request; the replies must be the same on both."""
 import sys, time, uuid, statistics, math, json
 sys.path.insert(0, "benchmarks/results/run-2026-11-28-spr-heldout")
@@ -7,6 +7,8 @@ from tasks import tasks, prompt, prediction_text
 from openai import OpenAI
 ports = {"A": int(sys.argv[1]), "B": int(sys.argv[2])}
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+max_tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 32  # python cold_ab.py PORT_A PORT_B ROUNDS MAX_TOKENS
+limit = {"max_tokens": max_tokens} if max_tokens else {}
 clients = {k: OpenAI(base_url=f"http://127.0.0.1:{p}/v1", api_key="x") for k, p in ports.items()}
 model = clients["A"].models.list().data[0].id
 res = {}
@@ -17,7 +19,7 @@ for r in range(rounds):
         order = ("A", "B") if (r + len(res)) % 2 == 0 else ("B", "A")
         for arm in order:
             t = time.perf_counter(); first = None; text = []
-            stream = clients[arm].chat.completions.create(model=model, messages=msgs, temperature=0, max_tokens=32, stream=True,
+            stream = clients[arm].chat.completions.create(model=model, messages=msgs, temperature=0, stream=True, **limit,
                                                           prediction={"type": "content", "content": prediction_text(f, style)})
             for ch in stream:
                 if ch.choices and ch.choices[0].delta.content:
