@@ -272,6 +272,14 @@ def test_attention_gives_a_query_the_same_bits_alone_and_beside_any_other_querie
                 got = gemm.attention(q[:, part], k, v, first[part], end[part], 0.125)
                 for t in range(n):
                     assert torch.equal(got[:, t], alone[start + t]), (heads, dim, n, start, t)
+    # a long context: queries share tiles of keys and values in blocks, fewer a block where their scores are long
+    q, k, v, first, end = _attention_case(14, 2, 64, 21, dtype, seed=5, window=None, capacity=3000)
+    first = [f + (t % 4) * 7 for t, f in enumerate(first)]
+    got = gemm.attention(q, k, v, first, end, 0.125)
+    for t in (0, 3, 8, 20):
+        assert torch.equal(got[:, t], gemm.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], 0.125)[:, 0]), t
+    torch.testing.assert_close(got[:, ::5].double(), _attention_reference(q[:, ::5], k, v, first[::5], end[::5], 0.125),
+                               rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5 if dtype == torch.float32 else 1e-2)
 
 
 def test_bf16_attention_runs_on_vdpbf16ps_with_key_ranges_that_split_value_pairs(gemm):
