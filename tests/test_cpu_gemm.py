@@ -282,6 +282,42 @@ def test_attention_gives_a_query_the_same_bits_alone_and_beside_any_other_querie
                                rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5 if dtype == torch.float32 else 1e-2)
 
 
+def test_attention_with_a_sequences_tiled_keys_transposes_only_what_changed(gemm):
+    """With the tiled keys a sequence keeps between calls (SeqKV.tiles), a call gives the same bits as without them
+    while it transposes only the keys from ``valid`` on: a prompt, decode steps, drafts, a rollback whose positions
+    get other keys. Tiles past what a call wrote hold NaN and are never read; a stale ``valid`` shows the tiles are
+    what the scores read."""
+    heads, kv_heads, dim, capacity = 14, 2, 64, 300
+    gen = torch.Generator().manual_seed(7)
+    k, v = (torch.randn(kv_heads, capacity, dim, generator=gen) for _ in range(2))
+    tile = gemm.key_tile
+    tiles = torch.full((kv_heads, -(-capacity // tile), dim, tile), float("nan"))
+
+    def call(start, n, valid, window=None):
+        q = torch.randn(heads, n, dim, generator=gen)
+        end = [start + t + 1 for t in range(n)]
+        first = [0 if window is None else max(0, e - window) for e in end]
+        want = gemm.attention(q, k, v, first, end, 0.125)
+        got = gemm.attention(q, k, v, first, end, 0.125, tiles, valid)
+        assert torch.equal(got, want), (start, n, valid)
+        return q, first, end
+
+    call(0, 100, 0)  # a prompt
+    call(100, 1, 100)  # decode steps
+    call(101, 1, 101)
+    call(102, 16, 102)  # drafts, then a rollback to 105: other keys there
+    k[:, 105:130] = torch.randn(kv_heads, 25, dim, generator=gen)
+    call(105, 9, 105)
+    call(114, 40, 114, window=37)  # a sliding window: ranges that start inside tiles
+    q, first, end = call(154, 3, 154)
+    k[:, 120:125] += 1.0  # keys the tiles hold already: a stale valid reads the old ones
+    assert not torch.equal(gemm.attention(q, k, v, first, end, 0.125, tiles, 157),
+                           gemm.attention(q, k, v, first, end, 0.125))
+    assert torch.equal(gemm.attention(q, k, v, first, end, 0.125, tiles, 120), gemm.attention(q, k, v, first, end, 0.125))
+    with pytest.raises(ValueError):  # tiles that end before the keys read
+        gemm.attention(q, k, v, first, end, 0.125, tiles[:, :4].contiguous(), 0)
+
+
 def test_bf16_attention_runs_on_vdpbf16ps_with_key_ranges_that_split_value_pairs(gemm):
     """Where the CPU has AVX512-BF16, bf16 attention (head size a multiple of 32) multiplies bf16 pairs
     natively: a different route from the widened fp32 one (other bits, the same values within bf16 rounding),

@@ -9,6 +9,7 @@ random bf16 Qwen2 whose MLP is wide enough (K = 2048) for the GEMM and GEMV path
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -189,6 +190,41 @@ def test_bf16_greedy_output_identical_with_any_prediction_batched(runner):
     assert [got[r.request_id] for r in reqs] == expected
     perfect = [stats[r.request_id] for r in reqs[::6]]
     assert all(s.forward_passes < 15 for s in perfect)  # the prediction was used: 60 tokens in few passes
+
+
+def test_tiled_keys_change_no_token_through_rollbacks_batches_and_the_prefix_cache(runner, monkeypatch):
+    """fp32 caches on foretell's attention keep each layer's keys transposed between passes (SeqKV.tiles), so a pass
+    transposes only its new keys. Rejected drafts (rollbacks), prefix-cache hits on shorter and repeated prompts,
+    batches: every output equals that of the same engine without tiled keys, and the tiles were kept."""
+    if runner.kv_shape.key_tile == 0:
+        pytest.skip("tiled keys are kept for fp32 caches on foretell's CPU attention only")
+    tokenizer = make_tiny_tokenizer()
+    rng = random.Random(9)
+    prompts = [[rng.randrange(runner.vocab_size) for _ in range(n)] for n in (20, 45, 90)]
+    tiled = make_engine(runner, tokenizer)
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "kv_shape", replace(runner.kv_shape, key_tile=0))
+        untiled = make_engine(runner, tokenizer)
+    assert untiled.pool.shape.key_tile == 0 and tiled.pool.shape.key_tile == runner.kv_shape.key_tile
+
+    def batch(p, out):
+        edited = out[:9] + [5, 6] + out[14:]
+        return [request(p, 40, method="none"), request(p, 40, prediction=out), request(p, 40, prediction=edited),
+                request(p[:-4] + [3], 40, prediction=edited[::-1]), request(p, 40, method="ngram")]
+
+    for p in prompts:
+        out = run(untiled, [r := request(p, 40, method="none")])[r.request_id]
+        want = None
+        for engine in (untiled, tiled):  # twice each: the second round takes prefixes from the cache
+            for _ in range(2):
+                reqs = batch(p, out)
+                got = run(engine, reqs)
+                want = want or [got[r.request_id] for r in reqs]
+                assert [got[r.request_id] for r in reqs] == want
+        assert want[:3] == [out] * 3
+    kept = [e.kv for e in tiled.pool.cache.values()]
+    assert kept and all(kv.tiles and 0 < kv.tiles_valid <= kv.length for kv in kept)
+    assert all(not kv.tiles for kv in (e.kv for e in untiled.pool.cache.values()))
 
 
 def test_exact_engine_needs_an_exact_runner(model):

@@ -14,7 +14,7 @@ from foretell.testing import make_tiny_model, make_tiny_tokenizer
 def held_bytes(engine: LLMEngine) -> int:
     """Bytes of every KV tensor alive in the pool (running sequences and the prefix cache), from the tensors."""
     kvs = [s.kv for s in engine.running if s.kv is not None] + [e.kv for e in engine.pool.cache.values()]
-    return sum(t.numel() * t.element_size() for kv in kvs for t in kv.keys + kv.values)
+    return sum(t.numel() * t.element_size() for kv in kvs for t in kv.keys + kv.values + kv.tiles)
 
 
 def test_budget_counts_the_memory_the_buffers_hold():

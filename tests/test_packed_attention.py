@@ -59,9 +59,9 @@ def _spy_on(kernel, monkeypatch) -> list[tuple[int, list[int], list[int]]]:
     calls = []
     real = kernel.attention
 
-    def spy(query, keys, values, first, end, scale):
+    def spy(query, keys, values, first, end, scale, *tiles):
         calls.append((query.shape[1], list(first), list(end)))
-        return real(query, keys, values, first, end, scale)
+        return real(query, keys, values, first, end, scale, *tiles)
 
     monkeypatch.setattr(kernel, "attention", spy)
     return calls

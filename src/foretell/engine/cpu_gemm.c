@@ -751,26 +751,32 @@ static inline float same1(float f) { return f; }
 
 /* The keys every query of the call may see, [lo, hi), are first copied once per KV head into fp32 and
  * transposed, TW keys a tile (kt: a query's scores are then vector lanes, a tile's D x TW floats one after
- * another); values are read in place. */
+ * another); values are read in place. With a sequence's own tiled keys (tiles: per KV head tile_cap keys,
+ * position p in tile p / TW, kept between calls) only the keys from valid on are transposed into them, up to
+ * the end of hi's tile (zeros past hi); the ones before valid are those of earlier calls, which a decode step
+ * would otherwise transpose again (the 0.5B's every step after 4,096 keys: ~2 MB a layer read and written). */
 #define DEFINE_ATTENTION(NAME, T, WIDEN, LOADV, LOADV_TAIL, V_BF16)                                                       \
-void NAME(const T *q, const T *k, const T *v, float *out, const int *first, const int *end, int T_, int H,     \
-          int G, int D, long kv_stride, float scale, int threads) {                                           \
+static __attribute__((unused)) void NAME##_tiled(const T *q, const T *k, const T *v, float *out,           \
+                         const int *first, const int *end,                                                    \
+                         int T_, int H, int G, int D, long kv_stride, float scale, int threads, float *tiles,  \
+                         long tile_cap, int valid) {                                                          \
     const int rep = H / G;                                                                                    \
     int lo = first[0], hi = end[0];                                                                           \
     for (int t = 1; t < T_; t++) { lo = first[t] < lo ? first[t] : lo; hi = end[t] > hi ? end[t] : hi; }      \
-    const int span = hi - lo, ld = (span + TW - 1) / TW * TW, ls = ld + TW; /* zeros past span */           \
-    const size_t kt_n = (size_t)G * D * ld;                                                                   \
+    const int base = tiles ? 0 : lo, span = hi - base, tiled = (span + TW - 1) / TW * TW;                     \
+    const int ld = tiles ? (int)tile_cap : tiled, ls = tiled + TW, from = tiles ? valid / VW : 0;            \
+    const size_t kt_n = tiles ? 0 : (size_t)G * D * ld;                                                       \
     /* queries per block: as many as TB while their scores stay within SCORES_FLOATS (in L2) */             \
     const long per_query = (long)(rep < HB ? rep : HB) * ls;                                                  \
     const int tb = per_query * TB <= SCORES_FLOATS ? TB : per_query >= SCORES_FLOATS ? 1 : (int)(SCORES_FLOATS / per_query); \
-    const int blocks = (T_ + tb - 1) / tb, items = G * blocks;                                                \
-    float *kt = workspace(kt_n + (size_t)threads * TB * HB * ls);                                             \
+    const int blocks = (T_ + tb - 1) / tb, items = G * blocks, groups = tiled / VW - from;                    \
+    float *ws = workspace(kt_n + (size_t)threads * TB * HB * ls), *kt = tiles ? tiles : ws;                  \
     _Pragma("omp parallel num_threads(threads)")                                                              \
     {                                                                                                         \
         _Pragma("omp for schedule(static)")                                                                   \
-        for (int gj = 0; gj < G * (ld / VW); gj++) { /* VW keys x VW dims a tile, transposed in registers */ \
-            int g = gj / (ld / VW), j0 = gj % (ld / VW) * VW;                                                 \
-            const T *src = k + g * kv_stride + (size_t)(lo + j0) * D;                                         \
+        for (int gj = 0; gj < G * groups; gj++) { /* VW keys x VW dims a tile, transposed in registers */     \
+            int g = gj / groups, j0 = (from + gj % groups) * VW;                                              \
+            const T *src = k + g * kv_stride + (size_t)(base + j0) * D;                                       \
             float *dst = kt + (size_t)g * D * ld + (size_t)(j0 / TW) * D * TW + j0 % TW;                      \
             int keys = span - j0 < VW ? (span - j0 > 0 ? span - j0 : 0) : VW;                                 \
             for (int d0 = 0; d0 < D; d0 += VW) {                                                              \
@@ -785,7 +791,7 @@ void NAME(const T *q, const T *k, const T *v, float *out, const int *first, cons
                 for (int dd = 0; dd < dims; dd++) vstore(dst + (size_t)(d0 + dd) * TW, r[dd]);                \
             }                                                                                                 \
         }                                                                                                     \
-        float *s = kt + kt_n + (size_t)omp_get_thread_num() * TB * HB * ls + TW;                              \
+        float *s = ws + kt_n + (size_t)omp_get_thread_num() * TB * HB * ls + TW;                              \
         float qs[TB * HB * MAXV * VW];                                                                        \
         int oq[TB];                                                                                           \
         const void *vq[TB];                                                                                   \
@@ -803,7 +809,7 @@ void NAME(const T *q, const T *k, const T *v, float *out, const int *first, cons
                     for (int h = 0; h < nh; h++)                                                              \
                         for (int d = 0; d < D; d++)                                                           \
                             qs[(i * nh + h) * D + d] = WIDEN(q[row + h * stride + d]) * scale;               \
-                    oq[i] = first[t] - lo;                                                                    \
+                    oq[i] = first[t] - base;                                                                  \
                     vq[i] = v + g * kv_stride + (size_t)first[t] * D;                                         \
                     outq[i] = out + row;                                                                      \
                     Lq[i] = end[t] - first[t];                                                                \
@@ -812,10 +818,25 @@ void NAME(const T *q, const T *k, const T *v, float *out, const int *first, cons
             }                                                                                                 \
         }                                                                                                     \
     }                                                                                                         \
+}                                                                                                             \
+void NAME(const T *q, const T *k, const T *v, float *out, const int *first, const int *end, int T_, int H,     \
+          int G, int D, long kv_stride, float scale, int threads) {                                           \
+    NAME##_tiled(q, k, v, out, first, end, T_, H, G, D, kv_stride, scale, threads, NULL, 0, 0);               \
 }
 
 DEFINE_ATTENTION(foretell_attention_f32_rows, float, same1, VLOAD, vload_tail, 0)
 DEFINE_ATTENTION(foretell_attention_bf16_rows, bf16, widen1, bload, bload_tail, 1)
+
+/* foretell_attention_f32_rows with the sequence's tiled keys (above): tiles [G, tile_cap / TW, D, TW] fp32,
+ * tile_cap a multiple of TW past the end of hi's tile; the keys before valid are in them already */
+void foretell_attention_f32_tiles(const float *q, const float *k, const float *v, float *out, const int *first,
+                                  const int *end, int T_, int H, int G, int D, long kv_stride, float scale,
+                                  int threads, float *tiles, long tile_cap, int valid) {
+    foretell_attention_f32_rows_tiled(q, k, v, out, first, end, T_, H, G, D, kv_stride, scale, threads, tiles,
+                                      tile_cap, valid);
+}
+
+int foretell_key_tile(void) { return TW; } /* keys a tile of a sequence's tiled keys holds */
 
 #if defined(__AVX512BF16__)
 /* ---- the same attention for bf16 queries and caches on VDPBF16PS (CPUs with AVX512-BF16; head size a
@@ -2712,6 +2733,9 @@ typedef struct {
     int rows, start;
     long capacity;
     float *const *keys, *const *values; /* per layer */
+    float *const *tiles; /* per layer, the sequence's tiled keys (foretell_attention_f32_tiles), or NULL */
+    long tile_cap;
+    int valid;
 } q8_seq;
 
 static float *layers_workspace(size_t floats) { /* not the attention's: that one is in use within the loop */
@@ -2794,7 +2818,8 @@ static int layers_q8(const q8_layer *layers, int L, const q8_seq *seqs, int S, c
                 end[t] = start + t + 1;
                 first[t] = ly->window > 0 && end[t] > ly->window ? end[t] - ly->window : 0;
             }
-            foretell_attention_f32_rows(qr, keys, values, ao, first, end, n, H, G, D, kv_stride, scale, threads);
+            foretell_attention_f32_rows_tiled(qr, keys, values, ao, first, end, n, H, G, D, kv_stride, scale, threads,
+                                              sq->tiles ? sq->tiles[l] : NULL, sq->tile_cap, sq->valid);
             for (int t = 0; t < n; t++)
                 for (int hh = 0; hh < H; hh++)
                     memcpy(attn + (size_t)(row + t) * HD + hh * D, ao + ((size_t)hh * n + t) * D, (size_t)D * sizeof(float));

@@ -2,7 +2,9 @@
 
 Each sequence owns a :class:`SeqKV`: per layer a key and a value tensor ``[kv_heads, capacity, head_dim]``.
 New keys/values are written at their positions; ``length`` says how many positions are valid, so rejecting
-draft tokens is just not advancing ``length`` (later tokens overwrite the rejected positions).
+draft tokens is just not advancing ``length`` (later tokens overwrite the rejected positions). Where foretell's
+CPU attention reads fp32 caches, each layer's keys are also kept transposed tile by tile (``tiles``), so a pass
+transposes only its new keys (``tiles_valid``: the leading positions whose tiles hold the keys as they are).
 
 :class:`KVPool` does the accounting against a token budget and keeps finished sequences' buffers as a
 prefix cache (longest-common-prefix reuse, least recently used evicted first).
@@ -24,10 +26,12 @@ class KVShape:
     head_dim: int
     dtype: torch.dtype
     device: torch.device
+    key_tile: int = 0  # keys a tile of the transposed keys holds (CpuGemm.key_tile); 0: none kept
 
     @property
     def bytes_per_token(self) -> int:
-        return 2 * self.num_layers * self.kv_heads * self.head_dim * torch.finfo(self.dtype).bits // 8
+        tiles = self.num_layers * self.kv_heads * self.head_dim * 4 if self.key_tile else 0  # fp32
+        return 2 * self.num_layers * self.kv_heads * self.head_dim * torch.finfo(self.dtype).bits // 8 + tiles
 
 
 class SeqKV:
@@ -40,6 +44,8 @@ class SeqKV:
         self.length = 0  # valid positions
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
+        self.tiles: list[torch.Tensor] = []  # per layer [kv_heads, tiles, head_dim, key_tile] fp32 (shape.key_tile)
+        self.tiles_valid = 0  # positions [0, tiles_valid) of the tiles hold the keys there
         self.ensure(capacity)
 
     def ensure(self, needed: int) -> None:
@@ -48,14 +54,25 @@ class SeqKV:
             return
         if needed > self.max_capacity:
             raise ValueError(f"KV capacity {self.max_capacity} exceeded ({needed})")
-        new_cap = min(self.max_capacity, max(needed, 2 * self.capacity, 64))
         s = self.shape
+        new_cap = max(needed, 2 * self.capacity, 64)
+        if s.key_tile:  # whole tiles: the tiled keys hold exactly the capacity (KVPool's reservations are whole too)
+            new_cap = -(-new_cap // s.key_tile) * s.key_tile
+        new_cap = min(self.max_capacity, new_cap)
         self.keys = [self._grown(t, new_cap) for t in self.keys] or [
             torch.empty(s.kv_heads, new_cap, s.head_dim, dtype=s.dtype, device=s.device) for _ in range(s.num_layers)
         ]
         self.values = [self._grown(t, new_cap) for t in self.values] or [
             torch.empty(s.kv_heads, new_cap, s.head_dim, dtype=s.dtype, device=s.device) for _ in range(s.num_layers)
         ]
+        if s.key_tile:
+            count = -(-new_cap // s.key_tile)
+            grown = [torch.empty(s.kv_heads, count, s.head_dim, s.key_tile, dtype=torch.float32, device=s.device)
+                     for _ in range(s.num_layers)]
+            kept = -(-self.tiles_valid // s.key_tile)
+            for new, old in zip(grown, self.tiles):
+                new[:, :kept] = old[:, :kept]
+            self.tiles = grown
         self.capacity = new_cap
 
     def _grown(self, t: torch.Tensor, new_cap: int) -> torch.Tensor:
@@ -68,6 +85,10 @@ class SeqKV:
         for dst, src in zip(self.keys + self.values, other.keys + other.values):
             dst[:, :n] = src[:, :n]
         self.length = n
+        self.tiles_valid = min(n, other.tiles_valid) if self.tiles and other.tiles else 0
+        count = -(-self.tiles_valid // self.shape.key_tile) if self.tiles_valid else 0
+        for dst, src in zip(self.tiles, other.tiles):
+            dst[:, :count] = src[:, :count]
 
     @torch.inference_mode()  # the buffers are inference tensors (grown inside the forward pass)
     def move(self, slots: list[int], dst: int) -> None:
@@ -76,6 +97,7 @@ class SeqKV:
         index = torch.tensor(slots, device=self.shape.device)
         for t in self.keys + self.values:
             t[:, dst : dst + len(slots)] = t[:, index]
+        self.tiles_valid = min(self.tiles_valid, dst)
 
     @property
     def nbytes(self) -> int:
@@ -134,11 +156,17 @@ class KVPool:
         return self.reserved_tokens + self.cached_tokens
 
     def can_admit(self, reserve: int) -> bool:
-        return self.reserved_tokens + reserve <= self.budget_tokens
+        return self.reserved_tokens + self._whole_tiles(reserve) <= self.budget_tokens
+
+    def _whole_tiles(self, reserve: int) -> int:
+        """A reservation in positions: whole tiles of the tiled keys where the shape keeps them."""
+        tile = self.shape.key_tile
+        return -(-reserve // tile) * tile if tile else reserve
 
     def allocate(self, seq_id: str, reserve: int, prompt: list[int]) -> tuple[SeqKV, int]:
         """Reserve KV for a sequence; returns its buffers and how many prompt positions are already filled
         from the prefix cache (at most ``len(prompt) - 1``: the last prompt token is always recomputed)."""
+        reserve = self._whole_tiles(reserve)
         self._evict_until_fits(reserve)
         self.reserved[seq_id] = reserve
         kv = SeqKV(self.shape, capacity=min(len(prompt) + 64, reserve), max_capacity=reserve)

@@ -38,7 +38,8 @@ class _Layer(ctypes.Structure):
 
 
 class _Seq(ctypes.Structure):
-    _fields_ = [("rows", _int), ("start", _int), ("capacity", ctypes.c_long), ("keys", _ptr), ("values", _ptr)]
+    _fields_ = [("rows", _int), ("start", _int), ("capacity", ctypes.c_long), ("keys", _ptr), ("values", _ptr),
+                ("tiles", _ptr), ("tile_cap", ctypes.c_long), ("valid", _int)]
 
 
 def _call(blocks, bias: torch.Tensor | None, n: int) -> _Call:
@@ -161,13 +162,18 @@ class Q8LayerLoop:
         rows = h.shape[1]
         seqs = (_Seq * len(segments))()
         tables = []
-        for seq, seg, start in zip(seqs, segments, batch.starts):
+        for seq, seg, start, tiled, valid in zip(seqs, segments, batch.starts, batch.tiled, batch.tiles_valid):
             kv = seg.kv
             keys = (_ptr * len(kv.keys))(*[t.data_ptr() for t in kv.keys])
             values = (_ptr * len(kv.values))(*[t.data_ptr() for t in kv.values])
             tables += [keys, values]
             seq.rows, seq.start, seq.capacity = len(seg.tokens), start, kv.keys[0].shape[1]
             seq.keys, seq.values = ctypes.addressof(keys), ctypes.addressof(values)
+            if tiled:  # the sequence's tiled keys (SeqKV.tiles), valid up to where this pass writes
+                tiles = (_ptr * len(kv.tiles))(*[t.data_ptr() for t in kv.tiles])
+                tables.append(tiles)
+                seq.tiles, seq.valid = ctypes.addressof(tiles), valid
+                seq.tile_cap = kv.tiles[0].shape[1] * kv.tiles[0].shape[3]
         h, cos, sin = h.float().contiguous(), cos.float().contiguous(), sin.float().contiguous()
         out = torch.empty(1, rows, self.hidden, dtype=torch.float32)
         code = self.gemm.layers_q8(self.layers, len(self.layers), seqs, len(segments), h.data_ptr(), cos.data_ptr(),

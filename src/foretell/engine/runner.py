@@ -28,7 +28,7 @@ import functools
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import torch
@@ -95,6 +95,12 @@ class _PackedBatch:
         self.kernel = kernel  # foretell's CPU attention for the queries that need logits (None: SDPA)
         self.kernel_chunks = kernel is not None and kernel_chunks  # and for a prompt chunk's queries
         self.starts = [s.kv.length for s in segments]
+        # the sequences' tiled keys (SeqKV.tiles): valid before this pass's keys, which every layer's call adds
+        self.tiles_valid = []
+        for s, start in zip(segments, self.starts):
+            s.kv.tiles_valid = min(s.kv.tiles_valid, start)
+            self.tiles_valid.append(s.kv.tiles_valid)
+        self.tiled = [bool(s.kv.tiles) and s.parents is None and self.kernel_chunks for s in segments]
         offsets, off = [], 0
         for s in segments:
             offsets.append(off)
@@ -122,6 +128,12 @@ class _PackedBatch:
             ends = list(range(start + len(seg.tokens) - count + 1, start + len(seg.tokens) + 1))
             self._masks[key] = ([0 if not window else max(0, end - window) for end in ends], ends)
         return self._masks[key]
+
+    def keys_tiled(self) -> None:
+        """After a pass whose every layer ran: the tiled keys hold this pass's keys too."""
+        for seg, start, tiled in zip(self.segments, self.starts, self.tiled):
+            if tiled:
+                seg.kv.tiles_valid = start + len(seg.tokens)
 
     def chunk_mask(self, i: int, n: int, window: int | None, device) -> tuple[int, torch.Tensor | None]:
         """(first key, causal mask) for the first ``n`` tokens of segment i (exact mode's prompt chunk)."""
@@ -186,7 +198,7 @@ def _packed_attention(module, query, key, value, attention_mask, scaling=None, d
         if seg.parents is not None and batch.exact:
             raise ValueError("exact mode verifies chains only (no token trees)")
         if seg.parents is None and (batch.exact or batch.kernel is not None):
-            outputs += _chain_attention(batch, i, query[:, :, off : off + n], keys, values, window, scaling)
+            outputs += _chain_attention(batch, i, layer, query[:, :, off : off + n], keys, values, window, scaling)
             continue
         first, mask = batch.mask(i, window, query.device)
         outputs.append(_attend(query[:, :, off : off + n], keys[None, :, first : start + n],
@@ -235,7 +247,8 @@ def _attend(query, key, value, mask: torch.Tensor | None, scaling) -> torch.Tens
     return out.reshape(1, heads, n, dim)
 
 
-def _chain_attention(batch: _PackedBatch, i: int, query, keys, values, window, scaling) -> list[torch.Tensor]:
+def _chain_attention(batch: _PackedBatch, i: int, layer: int, query, keys, values, window,
+                     scaling) -> list[torch.Tensor]:
     """Attention of chain segment i (``query`` [1, H, n, D], its cache ``keys``/``values`` [Hkv, cap, D] with the
     new tokens written), each query over the keys it may see in a computation that does not depend on what else
     is in the pass. With foretell's CPU attention for chunks too (``kernel_chunks``), every query of the segment
@@ -252,7 +265,8 @@ def _chain_attention(batch: _PackedBatch, i: int, query, keys, values, window, s
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if batch.kernel_chunks:
         firsts, ends = batch.query_keys(i, window, n)
-        return [batch.kernel.attention(query[0], keys, values, firsts, ends, scale)[None]]
+        tiles = seg.kv.tiles[layer] if batch.tiled[i] else None
+        return [batch.kernel.attention(query[0], keys, values, firsts, ends, scale, tiles, batch.tiles_valid[i])[None]]
     chunk = seg.library_rows
     outputs = []
     if chunk > 0:
@@ -1412,6 +1426,8 @@ class ModelRunner:
         faster = kernel is not None and not sdpa_is_faster(self.kv_shape)
         self.attention_kernel = kernel if faster or exact else None
         self.chunk_attention_kernel = kernel if faster else None
+        if self.chunk_attention_kernel is not None and self.kv_shape.dtype == torch.float32:  # every chain's keys
+            self.kv_shape = replace(self.kv_shape, key_tile=kernel.key_tile)    # go through it: tiled
         self._exact_rows: ExactRows | None = None  # exact mode on foretell's kernel: this pass's row split
         head = model.get_output_embeddings()  # outside exact mode, a CPU head with two kernels keeps its logits
         self._kept_head = head if isinstance(head, RowDispatchLinear) and not exact else None
@@ -1503,7 +1519,9 @@ class ModelRunner:
             if self._kept_head is not None:
                 self._kept_head.keep_logits = reuse_logits
             try:
-                return self._split(self._lean(batch, ids, positions), segments)
+                logits = self._lean(batch, ids, positions)
+                batch.keys_tiled()
+                return self._split(logits, segments)
             finally:
                 if self._exact_rows is not None:
                     self._exact_rows.clear()
@@ -1525,6 +1543,7 @@ class ModelRunner:
                     logits_to_keep=torch.tensor(keep, device=self.device),
                     foretell_batch=batch,
                 )
+            batch.keys_tiled()
         finally:
             if self._exact_rows is not None:
                 self._exact_rows.clear()
