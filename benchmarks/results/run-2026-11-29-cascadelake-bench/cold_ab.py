@@ -7,7 +7,7 @@ from tasks import tasks, prompt, prediction_text
 from openai import OpenAI
 ports = {"A": int(sys.argv[1]), "B": int(sys.argv[2])}
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-max_tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 32  # python cold_ab.py PORT_A PORT_B ROUNDS MAX_TOKENS
+max_tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 32  # python cold_ab.py PORT_A PORT_B ROUNDS MAX_TOKENS [OUT_DIR]
 limit = {"max_tokens": max_tokens} if max_tokens else {}
 clients = {k: OpenAI(base_url=f"http://127.0.0.1:{p}/v1", api_key="x") for k, p in ports.items()}
 model = clients["A"].models.list().data[0].id
@@ -32,4 +32,5 @@ gm = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
 tt = [a[0] / b[0] for v in res.values() for a, b in zip(v["A"], v["B"])]
 tot = [a[1] / b[1] for v in res.values() for a, b in zip(v["A"], v["B"])]
 print(f"A/B time to first token: geomean {gm(tt):.3f} (min {min(tt):.3f}, max {max(tt):.3f}); total {gm(tot):.3f}; same replies {sum(a[2] == b[2] for v in res.values() for a, b in zip(v['A'], v['B']))}/{len(tt)}")
-json.dump(res, open(f"benchmarks/results/run-2026-11-29-cascadelake-bench/cold_ab-{int(time.time())}.json", "w"))
+out = sys.argv[5] if len(sys.argv) > 5 else "benchmarks/results/run-2026-11-29-cascadelake-bench"  # OUT_DIR
+json.dump(res, open(f"{out}/cold_ab-{int(time.time())}.json", "w"))
