@@ -282,12 +282,13 @@ def test_attention_gives_a_query_the_same_bits_alone_and_beside_any_other_querie
                                rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5 if dtype == torch.float32 else 1e-2)
 
 
-def test_attention_with_a_sequences_tiled_keys_transposes_only_what_changed(gemm):
+@pytest.mark.parametrize("heads,kv_heads,dim", [(14, 2, 64), (12, 2, 128), (6, 3, 40)])
+def test_attention_with_a_sequences_tiled_keys_transposes_only_what_changed(gemm, heads, kv_heads, dim):
     """With the tiled keys a sequence keeps between calls (SeqKV.tiles), a call gives the same bits as without them
     while it transposes only the keys from ``valid`` on: a prompt, decode steps, drafts, a rollback whose positions
     get other keys. Tiles past what a call wrote hold NaN and are never read; a stale ``valid`` shows the tiles are
     what the scores read."""
-    heads, kv_heads, dim, capacity = 14, 2, 64, 300
+    capacity = 300
     gen = torch.Generator().manual_seed(7)
     k, v = (torch.randn(kv_heads, capacity, dim, generator=gen) for _ in range(2))
     tile = gemm.key_tile
@@ -367,7 +368,7 @@ def test_the_avx2_build_computes_the_same_attention_and_keeps_queries_independen
     monkeypatch.setattr(cpu_gemm, "FLAGS", (*cpu_gemm.FLAGS, "-mno-avx512f"))
     path = cpu_gemm._build(tmp_path)
     avx2 = cpu_gemm.CpuGemm(__import__("ctypes").CDLL(str(path)), path)
-    assert avx2.lanes == 8
+    assert avx2.lanes == 8 and avx2.key_tile == 16
     cpu_gemm._check(avx2)
     for dtype in (torch.float32, torch.bfloat16):
         for heads, kv_heads, dim in ((14, 2, 64), (4, 2, 16), (6, 3, 40)):
@@ -379,6 +380,10 @@ def test_the_avx2_build_computes_the_same_attention_and_keeps_queries_independen
             for t in (0, 5, 11):
                 alone = avx2.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], dim ** -0.5)
                 assert torch.equal(alone[:, 0], got[:, t])
+            if dtype == torch.float32:  # a sequence's tiled keys, 16 a tile here: transposed now, then kept
+                tiles = torch.full((kv_heads, -(-k.shape[1] // avx2.key_tile), dim, avx2.key_tile), float("nan"))
+                for valid in (0, min(end) - 5):
+                    assert torch.equal(avx2.attention(q, k, v, first, end, dim ** -0.5, tiles, valid), got)
 
 
 def test_amx_rows_are_their_own_and_round_like_the_other_routes(amx_gemm):
