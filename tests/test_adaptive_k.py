@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from foretell.config import ConfigError
-from foretell.core.adaptive_k import AcceptanceTracker, CostModel, choose_k, expected_tokens, optimal_k
+from foretell.core.adaptive_k import AcceptanceTracker, AttentionCost, CostModel, choose_k, expected_tokens, optimal_k
 
 FLAT = CostModel({1: 1.0, 2: 1.01, 8: 1.03, 32: 1.2, 64: 1.52, 128: 2.3})  # 0.5B model on this CPU
 STEEP = CostModel({2: 1.3, 8: 2.4, 64: 12.0})  # llama.cpp-like verify cost
@@ -214,3 +214,32 @@ def test_a_draft_beside_a_prompt_chunk_pays_for_its_own_time():
     for _ in range(6):
         proven.record(31, 31)
     assert choose_k(proven, epyc_fp32, k_max=128, available=400, batch_tokens=336) >= 24  # a proven source still drafts
+
+
+# The 0.5B in fp32 on a 2-core Cascade Lake Xeon, passes after 256 keys (ms: 1 token 27.4, 16 tokens 58.2, 64
+# tokens 185.4) and after 4,096 (37.2, 104.7, 334.9), all sizes and contexts interleaved in rounds.
+XEON_256 = {2: 1.113, 4: 1.204, 8: 1.558, 16: 2.124, 32: 3.398, 64: 6.766}
+
+
+def test_a_pass_after_more_keys_is_priced_with_their_attention():
+    model = CostModel(XEON_256, AttentionCost(per_pass=8.6e-5, per_token=2.1e-5, reference=256))
+    assert model.at(0) is model and model.at(256) is model and CostModel(XEON_256).at(9000) is not None
+    far = model.at(4096)
+    assert far.ratio(1) == pytest.approx(37.2 / 27.4, rel=0.05)
+    assert far.ratio(16) == pytest.approx(104.7 / 27.4, rel=0.05)
+    assert far.ratio(64) == pytest.approx(334.9 / 27.4, rel=0.05)
+    np.testing.assert_allclose(far.span(3, 70), far.ratios(np.arange(3, 73)))
+    np.testing.assert_allclose(far.span(3, 70), [far.ratio(n) for n in range(3, 73)])
+    with pytest.raises(ConfigError):
+        AttentionCost(per_token=-1e-5)
+
+
+def test_a_dear_attention_shortens_drafts_at_long_contexts_only():
+    """Each draft token attends to every cached key: where that is dear (here 1e-3 of a one-token pass a key),
+    a long reply's drafts get shorter as it grows; with the attention free the context changes nothing."""
+    tracker = AcceptanceTracker(prior_alpha=0.9, prior_weight=200)
+    dear = CostModel(XEON_256, AttentionCost(per_token=1e-3))
+    free = CostModel(XEON_256)
+    ks = [choose_k(tracker, dear.at(context), 64, 64) for context in (0, 1024, 4096)]
+    assert ks[0] > ks[1] > ks[2] >= 1
+    assert [choose_k(tracker, free.at(context), 64, 64) for context in (0, 1024, 4096)] == [ks[0]] * 3

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from foretell.core.adaptive_k import CostModel
+from foretell.core.adaptive_k import AttentionCost, CostModel
 from foretell.engine import cost
 from foretell.engine.runner import ModelRunner
 from foretell.testing import make_tiny_model
@@ -35,7 +35,7 @@ def test_a_busy_machine_still_measures_a_usable_curve(tmp_path, monkeypatch):
     monkeypatch.setattr(cost, "MAX_PASS_SECONDS", 0.005)
     monkeypatch.setattr(cost, "MAX_SPREAD", float("inf"))  # sleeps jitter: cache whatever was measured
     runner = SlowRunner(delay=0.01)
-    points = cost.cached_cost_points(runner, "slow", tmp_path)
+    points = cost.cached_cost_model(runner, "slow", tmp_path).points
     assert len(points) >= 4 and max(points) >= 8
     CostModel(points)  # raises on a curve with only n = 1
     (cached,) = tmp_path.glob("cost-*.json")
@@ -146,16 +146,16 @@ def test_a_staircase_stays_in_the_model_and_in_the_calibrated_curve():
 def test_an_invalid_cached_curve_is_ignored_and_replaced(tmp_path, monkeypatch, bad):
     runner = SlowRunner(delay=0.0)
     monkeypatch.setattr(cost, "measure_cost_points", lambda r, **_: {1: 1.0, 2: 1.3, 8: 2.0})
-    cost.cached_cost_points(runner, "m", tmp_path)
+    cost.cached_cost_model(runner, "m", tmp_path)
     (path,) = tmp_path.glob("cost-*.json")
     path.write_text(json.dumps({"points": bad}))
-    assert cost.cached_cost_points(runner, "m", tmp_path) == {1: 1.0, 2: 1.3, 8: 2.0}
+    assert cost.cached_cost_model(runner, "m", tmp_path).points == {1: 1.0, 2: 1.3, 8: 2.0}
     assert json.loads(path.read_text())["points"] == {"1": 1.0, "2": 1.3, "8": 2.0}
 
 
 def test_an_invalid_measurement_falls_back_to_the_default_curve_uncached(tmp_path, monkeypatch):
     monkeypatch.setattr(cost, "measure_cost_points", lambda r, **_: {1: 1.0})
-    points = cost.cached_cost_points(SlowRunner(delay=0.0), "m", tmp_path)
+    points = cost.cached_cost_model(SlowRunner(delay=0.0), "m", tmp_path).points
     assert points == cost.DEFAULT_COST_POINTS
     assert not list(tmp_path.glob("cost-*.json"))  # the next start measures again
 
@@ -192,7 +192,7 @@ def test_a_measurement_taken_on_a_busy_machine_is_used_but_not_cached(tmp_path, 
         return {1: 1.0, 2: 1.26, 4: 2.58, 8: 2.58}
 
     monkeypatch.setattr(cost, "measure_cost_points", noisy)
-    assert cost.cached_cost_points(SlowRunner(delay=0.0), "m", tmp_path) == {1: 1.0, 2: 1.26, 4: 2.58, 8: 2.58}
+    assert cost.cached_cost_model(SlowRunner(delay=0.0), "m", tmp_path).points == {1: 1.0, 2: 1.26, 4: 2.58, 8: 2.58}
     assert not list(tmp_path.glob("cost-*.json"))
 
 
@@ -337,7 +337,7 @@ def test_the_kernel_plan_keeps_the_faster_kernel_per_pass_size(tmp_path, monkeyp
     monkeypatch.setattr(cost, "MAX_SPREAD", float("inf"))  # sleeps jitter on a busy machine: cache what was measured
     plan = KernelPlan(sizes=(1,), packed_at=frozenset())
     runner = TwoKernelRunner(plan)
-    points = cost.cached_cost_points(runner, "m", tmp_path, plan)
+    points = cost.cached_cost_model(runner, "m", tmp_path, plan).points
     fours = {n for n in cost.MEASURE_SIZES if n >= 4}
     assert plan.sizes[:-1] == cost.MEASURE_SIZES and plan.packed_at == fours
     assert plan.by_shape == {runner.A: fours, runner.B: frozenset()}
@@ -349,6 +349,95 @@ def test_the_kernel_plan_keeps_the_faster_kernel_per_pass_size(tmp_path, monkeyp
     assert {False, True, None} <= set(runner.kernels)
     assert points[2] < 1.5 and points[4] < 1.5 and points[top] < 1.5  # the plan's passes: each shape fast
     fresh, again = KernelPlan(sizes=(1,), packed_at=frozenset()), TwoKernelRunner(plan)
-    assert cost.cached_cost_points(again, "m", tmp_path, fresh) == points
+    assert cost.cached_cost_model(again, "m", tmp_path, fresh).points == points
     assert fresh.sizes == plan.sizes and fresh.packed_at == plan.packed_at and fresh.by_shape == plan.by_shape
     assert not again.kernels
+
+
+class ContextRunner(SlowRunner):
+    """Passes of n tokens after C cached keys take ``unit * (1 + n / 32 + C * (per_pass + per_token * n))`` on
+    ``clock``. No model runs."""
+
+    def __init__(self, clock: FakeClock, per_pass: float, per_token: float, unit: float = 0.004):
+        super().__init__(delay=0.0, run_model=False)
+        self.clock, self.unit, self.per_pass, self.per_token = clock, unit, per_pass, per_token
+
+    def forward(self, segments, **kwargs):
+        n, keys = len(segments[0].tokens), segments[0].kv.length
+        self.clock.sleep(self.unit * (1 + n / 32 + keys * (self.per_pass + self.per_token * n)))
+
+
+def test_the_attention_per_cached_key_is_measured_and_cached(tmp_path, monkeypatch, clock):
+    """Passes timed after the reference context and 1,536 keys more give what a key adds a pass and a token,
+    in one-token passes at the reference; the cache keeps them with the curve."""
+    runner = ContextRunner(clock, per_pass=1e-4, per_token=2e-5)
+    measured = cost.measure_attention_cost(runner, [1, 2, 4, 8, 16, 32, 64], context=256)
+    unit = 1 + 1 / 32 + 256 * (1e-4 + 2e-5)  # the one-token pass after 256 keys
+    assert measured.per_pass == pytest.approx(1e-4 / unit, rel=1e-6)
+    assert measured.per_token == pytest.approx(2e-5 / unit, rel=1e-6)
+    assert measured.reference == 256
+    model = cost.cached_cost_model(runner, "m", tmp_path)
+    assert model.attention.per_token == pytest.approx(2e-5 / unit, rel=1e-3)
+    passes = clock.now
+    again = cost.cached_cost_model(ContextRunner(clock, 0.0, 0.0), "m", tmp_path)
+    assert again == model and clock.now == passes  # read from the cache: no pass timed
+    flat = cost.measure_attention_cost(ContextRunner(clock, 0.0, 0.0), [1, 8, 16, 32])
+    assert flat.per_pass == flat.per_token == 0.0
+
+
+def test_the_calibrator_brings_passes_after_many_keys_back_to_the_reference():
+    """The engine ran 18-token drafts early in a reply and 22-token ones late, after 5,000 keys, where
+    attention makes every pass dearer. Blind to the context, the calibrator raised 22 far above 18 (a long-file
+    run's curve: 20 tokens 2.85x, 22 tokens 4.20x) and the policy kept its drafts short; with the passes
+    brought back to the reference context the curve keeps the machine's own shape."""
+    base = {2: 1.1, 4: 1.2, 8: 1.6, 16: 2.4, 32: 4.2}
+    attention = AttentionCost(per_pass=8.6e-5, per_token=2.1e-5, reference=256)
+    truth = CostModel(base, attention)
+
+    def feed(calibrator):
+        for _ in range(20):
+            for n, context in ((1, 300), (1, 5000), (18, 300), (22, 5000)):
+                calibrator.observe(n, 0.1 * truth.at(context).ratio(n), attention.extra(n, context))
+        return CostModel(calibrator.points())
+
+    aware = feed(cost.CostCalibrator(base, every=1, min_samples=3, raise_samples=4, attention=attention,
+                                     clock=lambda: 0.0))
+    for n in (18, 22, 32):
+        assert aware.ratio(n) == pytest.approx(CostModel(base).ratio(n), rel=0.02)
+    blind = cost.CostCalibrator(base, every=1, min_samples=3, raise_samples=4, clock=lambda: 0.0)
+    for _ in range(20):
+        for n, context in ((1, 300), (1, 5000), (18, 300), (22, 5000)):
+            blind.observe(n, 0.1 * truth.at(context).ratio(n))
+    assert CostModel(blind.points()).ratio(22) > 1.4 * CostModel(base).ratio(22)
+
+
+def test_the_engine_prices_drafts_at_each_requests_context(monkeypatch):
+    """The engine gives the policy each request's context and the calibrator each pass's attention: with an
+    attention so dear that no draft pays after a few dozen keys, a perfect prediction decodes token by token;
+    with it free the same request drafts. The calibrator hears what each pass's keys added."""
+    from foretell.config import EngineConfig, SamplingParams, SpeculationParams
+    from foretell.engine.api import GenerationRequest
+    from foretell.engine.llm_engine import LLMEngine
+    from foretell.testing import make_tiny_tokenizer
+
+    points = {2: 1.01, 8: 1.05, 64: 1.5}
+    model, tokenizer = make_tiny_model(), make_tiny_tokenizer()
+    plain = LLMEngine(ModelRunner(model), tokenizer, EngineConfig(measure_cost_curve=False))
+    req = GenerationRequest(prompt_ids=list(range(3, 60)), max_tokens=40, sampling=SamplingParams(temperature=0.0),
+                            speculation=SpeculationParams(method="none"), ignore_eos=True)
+    expected = [t for out in plain.generate([req])[req.request_id] for t in out.new_token_ids]
+    passes = {}
+    for name, attention in (("free", AttentionCost()), ("dear", AttentionCost(per_token=1.0, reference=16))):
+        engine = LLMEngine(ModelRunner(model), tokenizer, EngineConfig(measure_cost_curve=False),
+                           cost=CostModel(points, attention))
+        engine.calibrator = cost.CostCalibrator(points, attention=attention)
+        heard = []
+        observe = engine.calibrator.observe
+        monkeypatch.setattr(engine.calibrator, "observe", lambda n, s, extra=0.0: heard.append((n, extra)) or observe(n, s, extra))
+        again = GenerationRequest(prompt_ids=req.prompt_ids, max_tokens=40, sampling=req.sampling,
+                                  speculation=SpeculationParams(prediction=expected), ignore_eos=True)
+        outs = engine.generate([again])[again.request_id]
+        assert [t for out in outs for t in out.new_token_ids] == expected
+        passes[name] = outs[-1].stats.forward_passes - outs[-1].stats.prefill_passes
+        assert heard and all((extra > 0) == (name == "dear") for _, extra in heard)
+    assert passes["free"] < 20 and passes["dear"] >= 40

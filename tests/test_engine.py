@@ -213,8 +213,8 @@ def test_each_draft_is_priced_with_the_tokens_later_requests_will_add(model, tok
 
     seen = []
     decide = DraftPolicy.decide
-    monkeypatch.setattr(DraftPolicy, "decide", lambda self, room, batch_tokens=0, batch_expected=0.0: (
-        seen.append((batch_tokens, batch_expected)), decide(self, room, batch_tokens, batch_expected))[1])
+    monkeypatch.setattr(DraftPolicy, "decide", lambda self, room, batch_tokens=0, batch_expected=0.0, context=0: (
+        seen.append((batch_tokens, batch_expected)), decide(self, room, batch_tokens, batch_expected, context))[1])
     engine = make_engine(model, tokenizer, k_max=0)
     for i, p in enumerate(prompts(tokenizer, 3, seed=13)):
         engine.add_request(request(p, 6, request_id=str(i), ignore_eos=True))

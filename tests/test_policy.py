@@ -7,7 +7,7 @@ import random
 import pytest
 
 from foretell.config import SpeculationParams
-from foretell.core.adaptive_k import CostModel
+from foretell.core.adaptive_k import AttentionCost, CostModel
 from foretell.core.draft import Draft, Proposer
 from foretell.core.policy import DraftPolicy
 from foretell.core.prediction import FenceOpening, LeadIn, make_proposer
@@ -585,3 +585,24 @@ def test_a_reply_that_quotes_the_file_drafts_its_quotes_short():
         drafts[share] = (decision.chosen.context, len(decision.draft.tokens))
     assert drafts[0.0][0] == "prediction/aligned" and drafts[0.0][1] >= 16
     assert drafts[0.3][0] == "prediction/quote" and drafts[0.3][1] <= 4
+
+
+def test_the_policy_prices_a_draft_at_the_requests_context():
+    """``decide`` takes the request's context: a perfect prediction drafts less after many keys where each
+    key makes every draft token dearer, and the decision's cost is the pass's at that context."""
+    target = _text(11, 400)
+    model = CostModel({8: 1.5, 64: 6.0}, AttentionCost(per_pass=1e-4, per_token=2e-3, reference=0))
+    drafts = {}
+    for context in (10, 3000):
+        proposer = make_proposer(_text(1, 50), SpeculationParams(prediction=target))
+        policy, pos = DraftPolicy(proposer, model), 0
+        for _ in range(3):  # a few accepted drafts: the prediction's estimate rises
+            decision = policy.decide(128, context=context + pos)
+            emitted = target[pos : pos + len(decision.draft.tokens) + 1]
+            policy.record(decision, emitted)
+            proposer.observe(emitted)
+            pos += len(emitted)
+        decision = policy.decide(128, context=context)
+        drafts[context] = len(decision.draft.tokens)
+        assert decision.cost == pytest.approx(model.at(context).ratio(drafts[context] + 1))
+    assert drafts[10] > drafts[3000] >= 1

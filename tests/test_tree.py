@@ -89,7 +89,7 @@ def _forced_tree_policy():
     class ForcedTree(DraftPolicy):
         """Always a tree: a wrong main draft and the right continuation as the branch."""
 
-        def decide(self, room, batch_tokens=0, batch_expected=0.0):
+        def decide(self, room, batch_tokens=0, batch_expected=0.0, context=0):
             wrong, right = self.proposer.parts()
             k = min(room // 2, 4)  # main + branch within room
             if k < 1:

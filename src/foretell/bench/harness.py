@@ -756,6 +756,7 @@ class Bench:
         k_policy = (f"adaptive k (expected tokens per pass / measured cost ratio), k_max={cfg.k_max}"
                     if cfg.adaptive_k else f"fixed k = min(k_max={cfg.k_max}, available)")
         cost = getattr(getattr(self.engine, "cost", None), "points", None)
+        attention = getattr(getattr(self.engine, "cost", None), "attention", None)
         return {
             "model": self.model_name,
             "dtype": self.dtype,
@@ -768,6 +769,7 @@ class Bench:
             "exact": self.engine.runner.exact,
             "int8_layers": getattr(self.engine.runner, "int8_layers", 0),
             "cost_curve": {str(k): v for k, v in cost.items()} if cost else None,
+            "attention_cost": asdict(attention) if attention is not None else None,  # per cached key past the curve's
             "cost_curve_source": "reference (REFERENCE §4, Qwen bf16 on an AVX-512/AMX CPU)"
             if self.opts.cost_curve == "reference" or self.opts.tiny else "measured at start-up (cached)",
             "native_bf16": native_bf16(),

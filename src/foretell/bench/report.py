@@ -208,6 +208,14 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ formatting
 
 
+def _attention_cost(attention: dict | None) -> str:
+    """What the curve adds per cached key past its reference context, when the run measured it."""
+    if not attention or not (attention.get("per_pass") or attention.get("per_token")):
+        return ""
+    return (f"; plus per cached key past {attention['reference']}: {attention['per_pass']:.3g} a pass and "
+            f"{attention['per_token']:.3g} a new token")
+
+
 def _decoding(sampling: dict | None) -> str:
     if not sampling or not sampling.get("temperature"):
         return "greedy decoding (temperature 0)"
@@ -255,6 +263,7 @@ def markdown(result: dict[str, Any]) -> str:
                                            if meta.get("git") else ""),
         f"- **cost curve** t(n)/t(1) ({meta.get('cost_curve_source')}): "
         + ", ".join(f"{n}: {r}" for n, r in (meta.get("cost_curve") or {}).items())
+        + _attention_cost(meta.get("attention_cost"))
         + f"; CPU has native bf16: {meta.get('native_bf16')}",
         f"- **k policy**: {meta['k_policy']}; prefix cache off; {_decoding(meta.get('sampling'))}; "
         + ("" if meta.get("exact") is None else f"exact mode {'on' if meta['exact'] else 'off'}; ")

@@ -29,7 +29,7 @@ from typing import Collection, Sequence
 
 import numpy as np
 
-from foretell.core.adaptive_k import AcceptanceTracker, CostModel, choose_k, net_gain, pass_rate
+from foretell.core.adaptive_k import AcceptanceTracker, ContextCost, CostModel, choose_k, net_gain, pass_rate
 from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 
 
@@ -151,34 +151,35 @@ class DraftPolicy:
             found = self.trackers[context] = AcceptanceTracker(prior_alpha=mean, prior_weight=weight)
         return found
 
-    def decide(self, room: int, batch_tokens: int = 0, batch_expected: float = 0.0) -> Decision:
+    def decide(self, room: int, batch_tokens: int = 0, batch_expected: float = 0.0, context: int = 0) -> Decision:
         """The draft for this step: at most ``room`` tokens, given ``batch_tokens`` the pass holds besides
         (other requests' tokens: those scheduled before this one, and at least the pending token of each
         decoding request after it; this request's pending tokens beyond the first) expected to yield
-        ``batch_expected`` tokens."""
+        ``batch_expected`` tokens. ``context``: the request's tokens so far; each draft token attends to all
+        of them (:meth:`CostModel.at`)."""
+        cost = self.cost.at(context)
         if self.proposer is None or room <= 0:
-            return Decision(cost=self.cost.ratio(batch_tokens + 1))
+            return Decision(cost=cost.ratio(batch_tokens + 1))
         parts = [(part, self._available(part, room)) for part in self.proposer.parts()]
         parts = [(part, available) for part, available in parts if available > 0]
         if not parts:
-            return Decision(cost=self.cost.ratio(batch_tokens + 1))
+            return Decision(cost=cost.ratio(batch_tokens + 1))
         rate = max(pass_rate(self.tracker(part.context()).expected_tokens(self._limit(part, available)),
-                             self.cost, batch_tokens, batch_expected) for part, available in parts)
-        options = [self._option(part, available, room, batch_tokens, batch_expected, rate)
+                             cost, batch_tokens, batch_expected) for part, available in parts)
+        options = [self._option(part, available, room, batch_tokens, batch_expected, rate, cost)
                    for part, available in parts]
         best = max(options, key=lambda o: (o.k > 0, o.score))  # first part wins ties
         draft = best.part.propose(best.k) if best.k > 0 else EMPTY_DRAFT
         expected = float(self.tracker(best.context).expected_tokens(len(draft))[-1])
-        decision = Decision(draft, best, options, expected, self.cost.ratio(batch_tokens + len(draft) + 1),
-                            rate=rate)
+        decision = Decision(draft, best, options, expected, cost.ratio(batch_tokens + len(draft) + 1), rate=rate)
         if self.trees and self.adaptive and draft.tokens and draft.probs is None:  # trees: one-hot drafts only
             for other in sorted((o for o in options if o is not best and o.part.token_cost == 0.0),
                                 key=lambda o: -o.score):
-                if self._add_branch(decision, other, room, batch_tokens):
+                if self._add_branch(decision, other, room, batch_tokens, cost):
                     break
         return decision
 
-    def would_choose(self, part: Proposer, available: int, room: int) -> bool:
+    def would_choose(self, part: Proposer, available: int, room: int, context: int = 0) -> bool:
         """Whether ``part``, which must first run to have a draft (a draft model), should: its best draft of
         1..``available`` tokens, priced with its own drafting time (``part.token_cost`` per token), beats every
         other part's best draft (those are free once made). Where no other part would draft it runs: the
@@ -190,16 +191,18 @@ class DraftPolicy:
         others = [(p, n) for p, n in others if n > 0]
         if not self.adaptive or not others:  # fixed-k speculation, or nothing else to choose
             return True
+        cost = self.cost.at(context)
         expected = self.tracker(part.context()).expected_tokens(limit)
         ks = np.arange(limit + 1, dtype=np.float64)
-        priced = self.cost.span(1, limit + 1) + part.token_cost * ks
+        priced = cost.span(1, limit + 1) + part.token_cost * ks
         rate = max([float(np.max(expected / priced))] + [
-            pass_rate(self.tracker(p.context()).expected_tokens(self._limit(p, n)), self.cost) for p, n in others])
-        mine = float(np.max((expected - 1.0 - rate * (priced - 1.0))[1:]))
-        drafting = [o.score for o in (self._option(p, n, room, 0, 0.0, rate) for p, n in others) if o.k > 0]
+            pass_rate(self.tracker(p.context()).expected_tokens(self._limit(p, n)), cost) for p, n in others])
+        mine = float(np.max((expected - 1.0 - rate * (priced - priced[0]))[1:]))
+        drafting = [o.score for o in (self._option(p, n, room, 0, 0.0, rate, cost) for p, n in others) if o.k > 0]
         return not drafting or mine > max(drafting)
 
-    def _add_branch(self, decision: Decision, other: Option, room: int, batch_tokens: int) -> bool:
+    def _add_branch(self, decision: Decision, other: Option, room: int, batch_tokens: int,
+                    cost: CostModel | ContextCost) -> bool:
         """Add ``other``'s draft as a second branch when its expected tokens pay for its pass time.
 
         Where the two drafts part (after a shared prefix of j tokens) at most one is right. The branch adds
@@ -225,14 +228,14 @@ class DraftPolicy:
         sizes = np.arange(1, longest + 1)
         gain = p_switch * np.cumsum(alpha_b ** (sizes - 1.0))
         before = batch_tokens + len(main) + 1
-        net = gain - decision.rate * (self.cost.span(before + 1, longest) - self.cost.ratio(before))
+        net = gain - decision.rate * (cost.span(before + 1, longest) - cost.ratio(before))
         best = int(np.argmax(net))
         if net[best] <= 0.0:
             return False
         decision.branch = Draft(would[: shared + best + 1], None, other.part.active_source())
         decision.branch_option = other
         decision.expected += float(gain[best])
-        decision.cost = self.cost.ratio(before + best + 1)
+        decision.cost = cost.ratio(before + best + 1)
         return True
 
     def _available(self, part: Proposer, room: int) -> int:
@@ -254,17 +257,16 @@ class DraftPolicy:
         return min(available, cap) if cap is not None else available
 
     def _option(self, part: Proposer, available: int, room: int, batch_tokens: int, batch_expected: float,
-                rate: float) -> Option:
+                rate: float, cost: CostModel | ContextCost) -> Option:
         context = part.context()
         tracker = self.tracker(context)
         limit = self._limit(part, available)
         if self.adaptive:
-            k = choose_k(tracker, self.cost, room, available, part.suggested_cap(), batch_tokens, batch_expected,
-                         rate)
+            k = choose_k(tracker, cost, room, available, part.suggested_cap(), batch_tokens, batch_expected, rate)
         else:
             k = limit
         expected = tracker.expected_tokens(k)
-        score = float(net_gain(expected, self.cost, rate, batch_tokens)[-1])
+        score = float(net_gain(expected, cost, rate, batch_tokens)[-1])
         return Option(part, context, k, score, tracker.alpha, limit)
 
     def record(self, decision: Decision, emitted: Sequence[int]) -> None:

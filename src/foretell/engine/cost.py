@@ -11,6 +11,7 @@ instead, and the next start measures again). A cached curve that does not valida
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -19,10 +20,11 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from foretell.config import ConfigError
-from foretell.core.adaptive_k import CostCalibrator, CostModel  # noqa: F401 - CostCalibrator: re-exported
+from foretell.core.adaptive_k import AttentionCost, CostCalibrator, CostModel  # noqa: F401 - CostCalibrator: re-exported
 from foretell.engine import cpu_gemm
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import KernelPlan, ModelRunner, Segment, Shape
@@ -41,9 +43,12 @@ MIN_SIZES = 5  # always measured (1, 2, 3, 4, 8), however slow: the curve needs 
 MAX_PASS_SECONDS = 1.0  # larger sizes are skipped once a warm pass takes this long (the curve extrapolates)
 WARMUP_PASSES = 2  # untimed passes per size before anything is timed
 MAX_SPREAD = 1.25  # a curve whose paired ratios of one size varied more (median over sizes) is not cached
+REFERENCE_CONTEXT = 256  # the curve is measured after this many cached keys
+FAR_KEYS = 1536  # and the attention's share after this many more
+ATTENTION_SIZES = (1, 8, 16, 32)  # the pass sizes timed at both contexts (those the curve measured)
 
 
-def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4,
+def measure_cost_points(runner: ModelRunner, context: int = REFERENCE_CONTEXT, rounds: int = 4,
                         spread: dict[int, float] | None = None, plan: KernelPlan | None = None) -> dict[int, float]:
     """Wall time of a pass over n new tokens after ``context`` cached ones, relative to n = 1.
 
@@ -102,6 +107,43 @@ def measure_cost_points(runner: ModelRunner, context: int = 256, rounds: int = 4
     return points
 
 
+def measure_attention_cost(runner: ModelRunner, sizes: list[int], context: int = REFERENCE_CONTEXT,
+                           far: int = REFERENCE_CONTEXT + FAR_KEYS, rounds: int = 3,
+                           plan: KernelPlan | None = None) -> AttentionCost:
+    """What each cached key past ``context`` adds to a pass (:class:`AttentionCost`): passes of the
+    ``sizes`` in :data:`ATTENTION_SIZES` after ``context`` and after ``far`` keys, in rounds, each pair right
+    after a one-token pass after ``context`` keys (its unit). Per size the median difference over the rounds,
+    d(n) = (far − context) · (per_pass + per_token · n), fitted by least squares, neither part below 0 (on a
+    GPU the attention of a few thousand keys is lost in the noise: both come out near 0)."""
+    sizes = [n for n in ATTENTION_SIZES if n in sizes]
+    gen = torch.Generator().manual_seed(1)
+    vocab = runner.vocab_size
+    near = SeqKV(runner.kv_shape, capacity=context + max(sizes), max_capacity=context + max(sizes))
+    distant = SeqKV(runner.kv_shape, capacity=far + max(sizes), max_capacity=far + max(sizes))
+    for kv, length in ((near, context), (distant, far)):
+        for start in range(0, length, 512):
+            chunk = torch.randint(0, vocab, (min(512, length - start),), generator=gen).tolist()
+            runner.forward([Segment(kv, chunk, num_logits=1)], reuse_logits=True)
+            kv.length = start + len(chunk)
+    for n in sizes:  # warm-up, untimed
+        _timed_pass(runner, distant, n, vocab, gen, plan)
+    differences: dict[int, list[float]] = {n: [] for n in sizes}
+    for _ in range(rounds):
+        for n in sizes:
+            unit = _timed_pass(runner, near, 1, vocab, gen, plan)[0]
+            at_near = _timed_pass(runner, near, n, vocab, gen, plan)[0]
+            at_far = _timed_pass(runner, distant, n, vocab, gen, plan)[0]
+            differences[n].append((at_far - at_near) / max(unit, 1e-9) / (far - context))
+    ns = np.array(sizes, dtype=np.float64)
+    d = np.array([statistics.median(differences[n]) for n in sizes])
+    per_pass, per_token = np.linalg.lstsq(np.stack([np.ones_like(ns), ns], axis=1), d, rcond=None)[0]
+    if per_token < 0.0:
+        per_pass, per_token = float(np.mean(d)), 0.0
+    if per_pass < 0.0:
+        per_pass, per_token = 0.0, float(np.dot(d, ns) / np.dot(ns, ns))
+    return AttentionCost(max(0.0, float(per_pass)), max(0.0, float(per_token)), context)
+
+
 def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.Generator,
                 plan: KernelPlan | None = None, kernel: bool | None = None) -> tuple[float, dict[Shape, float]]:
     """Seconds of one pass over ``n`` tokens (with ``plan``: every linear on the packed kernel if ``kernel``,
@@ -152,16 +194,16 @@ def valid_cost_points(points) -> dict[int, float] | None:
     return parsed
 
 
-def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
-                       plan: KernelPlan | None = None) -> dict[int, float]:
+def cached_cost_model(runner: ModelRunner, model_key: str, cache_dir: Path,
+                      plan: KernelPlan | None = None) -> CostModel:
     """Measure once per (model, dtype, device, torch version); later starts read the JSON. With a ``plan``
     (fp32 CPU linears with two kernels) the kernel chosen per layer shape and size is measured and cached
-    with the curve.
+    with the curve. The curve comes with its attention's share per cached key (:func:`measure_attention_cost`).
 
-    Always returns valid points: an invalid cache file is ignored (and replaced), an invalid measurement
+    Always returns a valid model: an invalid cache file is ignored (and replaced), an invalid measurement
     falls back to ``DEFAULT_COST_POINTS`` and is not cached, so the next start measures again.
     """
-    key = f"v5|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
+    key = f"v6|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
     gemm = cpu_gemm.load() if runner.device.type == "cpu" else None
     if gemm is not None:  # a new build of foretell's kernels (linears, attention) prices passes anew
         key = f"{key}|cpu_gemm={gemm.path.parent.name}{'+amx' if gemm.amx else ''}"
@@ -175,41 +217,50 @@ def cached_cost_points(runner: ModelRunner, model_key: str, cache_dir: Path,
     measured = valid_cost_points(measure_cost_points(runner, spread=spread, plan=plan))
     if measured is None:
         log.warning("the measured verify-cost curve is invalid; using the default curve (measured again next start)")
-        return dict(DEFAULT_COST_POINTS)
+        return CostModel(dict(DEFAULT_COST_POINTS))
     if plan is not None:
         log.info("CPU linears per pass size: %s", plan.describe())
+    try:
+        attention = measure_attention_cost(runner, list(measured), plan=plan)
+    except Exception as exc:  # noqa: BLE001 - start-up never fails because of the measurement
+        log.warning("could not measure the attention's cost per cached key (%s); pricing passes without it", exc)
+        attention = AttentionCost()
+    log.info("attention per cached key: %.3g a pass, %.3g a token (one-token passes)", attention.per_pass,
+             attention.per_token)
     if spread and statistics.median(spread.values()) > MAX_SPREAD:
         log.warning("the machine was busy while the verify-cost curve was measured (the paired ratios of one size varied "
                     "up to ×%.1f); using it now, refined from the passes run, and measuring again next start",
                     max(spread.values()))
-        return measured
+        return CostModel(measured, attention)
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    record = {"key": key, "points": measured}
+    record = {"key": key, "points": measured, "attention": dataclasses.asdict(attention)}
     if plan is not None:
         record["packed_at"] = sorted(plan.packed_at)
         record["by_shape"] = {f"{i}x{o}": sorted(at) for (i, o), at in sorted(plan.by_shape.items())}
     tmp.write_text(json.dumps(record, indent=1))
     tmp.replace(path)  # atomic: a concurrent start never reads half a file
-    return measured
+    return CostModel(measured, attention)
 
 
-def _read_cached(path: Path, plan: KernelPlan | None = None) -> dict[int, float] | None:
-    """The cached curve (applying its kernel choices to ``plan``), or None if absent or invalid."""
+def _read_cached(path: Path, plan: KernelPlan | None = None) -> CostModel | None:
+    """The cached model (applying its kernel choices to ``plan``), or None if absent or invalid."""
     try:
         record = json.loads(path.read_text())
         points = record["points"]
+        attention = AttentionCost(**record["attention"])
         packed_at = frozenset(int(n) for n in record["packed_at"]) if plan is not None else frozenset()
         by_shape = {_shape(key): frozenset(int(n) for n in at)
                     for key, at in record.get("by_shape", {}).items()} if plan is not None else {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ConfigError):
         return None
     valid = valid_cost_points(points)
     if valid is None:
         log.warning("ignoring the invalid cached verify-cost curve %s", path)
-    elif plan is not None:
+        return None
+    if plan is not None:
         plan.adopt(list(valid), packed_at, by_shape)
-    return valid
+    return CostModel(valid, attention)
 
 
 def _shape(key: str) -> Shape:

@@ -165,7 +165,7 @@ class DraftModel:
             return False
         if part is seq.proposer:
             return True
-        return seq.policy.would_choose(part, steps, max(0, seq.remaining - 1))
+        return seq.policy.would_choose(part, steps, max(0, seq.remaining - 1), len(seq.tokens))
 
     def _steps(self, seq: "EngineSequence") -> int:
         """Drafter passes for this request: k tokens (a request's k_max and its remaining room lower it);

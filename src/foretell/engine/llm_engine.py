@@ -76,7 +76,7 @@ class LLMEngine:
     @classmethod
     def from_config(cls, config: EngineConfig) -> tuple["LLMEngine", str]:
         """Load the configured model (default, HF directory or .gguf) and measure its cost curve."""
-        from foretell.engine.cost import cached_cost_points
+        from foretell.engine.cost import cached_cost_model
         from foretell.models.loader import load_model, load_tokenizer, pick_device, pick_dtype, resolve_model
         from foretell.paths import cache_dir
 
@@ -127,10 +127,9 @@ class LLMEngine:
             if engine.runner.lean:  # decode and verify passes skip transformers' wrappers: another curve
                 route += "|lean"
             key = f"{resolved.path}|prepacked={prepacked}{route}"
-            points = cached_cost_points(engine.runner, key, cache_dir() / "cost", plan)
-            engine.cost = CostModel(points)
+            engine.cost = cached_cost_model(engine.runner, key, cache_dir() / "cost", plan)
             engine.pool.kernel_rows = prompt_kernel_rows(engine.runner, engine.cost, config)  # before any request
-            engine.calibrator = CostCalibrator(points)
+            engine.calibrator = CostCalibrator(engine.cost.points, attention=engine.cost.attention)
         return engine, resolved.name
 
     @property
@@ -220,7 +219,8 @@ class LLMEngine:
         if self.calibrator is None or any(seg.num_logits != len(seg.tokens) for seg in segments):
             return
         synchronize(self.runner.device)
-        cost = self.calibrator.observe(sum(len(seg.tokens) for seg in segments), time.perf_counter() - start)
+        extra = sum(self.cost.attention.extra(len(seg.tokens), seg.kv.length) for seg in segments)
+        cost = self.calibrator.observe(sum(len(seg.tokens) for seg in segments), time.perf_counter() - start, extra)
         if cost is not None:
             self.cost = cost
             for seq in [*self.running, *self.waiting]:
@@ -339,7 +339,7 @@ class LLMEngine:
         request's pending tokens beyond the first) and what they should yield."""
         k_max = seq.req.speculation.k_max
         room = min(seq.remaining - 1, self.config.k_max, self.config.k_max if k_max is None else k_max)
-        return seq.policy.decide(room, batch_tokens, batch_expected)
+        return seq.policy.decide(room, batch_tokens, batch_expected, len(seq.tokens))
 
     def _advance(self, seq: Sequence, seg: Segment, logits) -> RequestOutput | None:
         seq.stats.forward_passes += 1
