@@ -27,7 +27,7 @@ from foretell.core.simulate import (
     simulate_policy,
 )
 from foretell.config import SpeculationParams
-from foretell.core.adaptive_k import CostModel
+from foretell.core.adaptive_k import AttentionCost, CostModel
 from foretell.core.policy import DraftPolicy
 from foretell.core.prediction import make_proposer
 
@@ -289,3 +289,20 @@ def test_hindsight_never_verifies_a_rejected_token(pred, out):
         result = simulate_policy(DraftPolicy(make_proposer(prompt, spec), CURVE, trees=False), out, hindsight=hindsight)
         assert all(proposed == accepted for proposed, accepted in result.sources.values())
         assert result.passes <= len(out)
+
+
+def test_a_replay_prices_each_pass_after_the_prompt_and_the_output_so_far():
+    """``context``: the replay's passes come after the prompt's tokens, each dearer by what its cached keys add
+    (with hindsight too); without attention in the curve the context changes nothing."""
+    out = list(range(100, 160))
+    spec = SpeculationParams(prediction=tuple(out))
+    curve = CostModel(CURVE.points, AttentionCost(per_pass=1e-3, per_token=1e-4, reference=0))
+    for hindsight in (None, "k"):
+        near = simulate_policy(DraftPolicy(make_proposer([1, 2, 3], spec), curve, trees=False), out,
+                               hindsight=hindsight, context=10)
+        far = simulate_policy(DraftPolicy(make_proposer([1, 2, 3], spec), curve, trees=False), out,
+                              hindsight=hindsight, context=3000)
+        assert far.cost > near.cost + far.passes * 2.9
+        blind = [simulate_policy(DraftPolicy(make_proposer([1, 2, 3], spec), CURVE, trees=False), out,
+                                 hindsight=hindsight, context=c).cost for c in (10, 3000)]
+        assert blind[0] == blind[1]

@@ -371,7 +371,7 @@ def policy_bounds(task: Task, ours: RunResult, engine) -> dict[str, Any] | None:
     def replay(spec: SpeculationParams, hindsight: str | None = None):
         policy = DraftPolicy(make_proposer(task.prompt_ids, spec, engine.token_classes), engine.cost,
                              engine.config.adaptive_k, trees=not engine.runner.exact, stop_ids=engine.eos_ids)
-        return simulate_policy(policy, output, engine.config.k_max, hindsight)
+        return simulate_policy(policy, output, engine.config.k_max, hindsight, context=len(task.prompt_ids))
 
     ngram = replay(NGRAM_SPEC)
     bounds: dict[str, Any] = {"ngram": {"passes": ngram.passes, "cost": ngram.cost}}

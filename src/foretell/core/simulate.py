@@ -245,7 +245,8 @@ class PolicyResult:
 HINDSIGHT = ("k", "source")
 
 
-def simulate_policy(policy, output: Sequence[int], k_max: int = 128, hindsight: str | None = None) -> PolicyResult:
+def simulate_policy(policy, output: Sequence[int], k_max: int = 128, hindsight: str | None = None,
+                    context: int = 0) -> PolicyResult:
     """Generate ``output`` the way the engine does, one request alone: ``policy`` (a
     :class:`foretell.core.policy.DraftPolicy`) picks each draft (and maybe a second branch), the target
     accepts the longest prefix of either that matches the output plus one token, the policy learns and the
@@ -256,7 +257,8 @@ def simulate_policy(policy, output: Sequence[int], k_max: int = 128, hindsight: 
     choice of k loses time: drafts rejected part-way, drafts that stopped while the output went on as they
     would have, and steps that drafted nothing where a draft would have paid); ``"source"``,
     every part's longest draft is compared and the one that matches furthest drafts exactly that far (where the
-    choice among the sources loses time too). Chains only; the policy still learns from each step."""
+    choice among the sources loses time too). Chains only; the policy still learns from each step.
+    ``context``: the prompt's tokens (each pass is priced after them and the output so far)."""
     if hindsight not in (None, *HINDSIGHT):
         raise ValueError(f"hindsight must be one of {HINDSIGHT} or None")
     output = list(output)
@@ -265,7 +267,7 @@ def simulate_policy(policy, output: Sequence[int], k_max: int = 128, hindsight: 
     sources: dict[str, list[int]] = {}
     while pos < len(output):
         room = min(k_max, len(output) - pos - 1)
-        decision = policy.decide(room)
+        decision = policy.decide(room, context=context + pos)
         drafts = [decision.draft, decision.branch]
         if hindsight is not None:
             drafts = [_hindsight_draft(decision, output, pos, room, hindsight)]
@@ -282,7 +284,7 @@ def simulate_policy(policy, output: Sequence[int], k_max: int = 128, hindsight: 
         if policy.proposer is not None:
             policy.proposer.observe(emitted)
         passes += 1
-        cost += decision.cost if hindsight is None else policy.cost.ratio(len(drafts[0]) + 1)
+        cost += decision.cost if hindsight is None else policy.cost.at(context + pos).ratio(len(drafts[0]) + 1)
         pos += len(emitted)
     return PolicyResult(passes, cost, len(output), sources)
 
