@@ -45,7 +45,7 @@ WARMUP_PASSES = 2  # untimed passes per size before anything is timed
 MAX_SPREAD = 1.25  # a curve whose paired ratios of one size varied more (median over sizes) is not cached
 REFERENCE_CONTEXT = 256  # the curve is measured after this many cached keys
 FAR_KEYS = 1536  # and the attention's share after this many more
-ATTENTION_SIZES = (1, 8, 16, 32)  # the pass sizes timed at both contexts (those the curve measured)
+ATTENTION_SIZES = (1, 8, 16, 32, 64)  # the pass sizes timed at both contexts (those the curve measured)
 
 
 def measure_cost_points(runner: ModelRunner, context: int = REFERENCE_CONTEXT, rounds: int = 4,
