@@ -456,7 +456,7 @@ class CostCalibrator:
         seen = sorted(n for n, c in self.counts.items() if n > 1 and c >= self.min_samples)
         if not seen:
             return dict(self.current)
-        base = CostModel(self.base)
+        base = self._start
         observed, prev = {1: 1.0}, 1.0
         for n in seen:  # non-decreasing, and never above n (n one-token passes do the same work)
             ratio, start_up = self.fastest[n] / t1, base.ratio(n)
