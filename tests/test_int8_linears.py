@@ -135,7 +135,8 @@ def test_prompt_chunks_take_the_same_int8_products_laid_out_for_many_rows(gemm, 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_panels_give_every_pass_the_bits_of_the_many_row_kernel(gemm, fmt):
     """Blocks laid out as panels (16 weight rows' values in the order the many-row kernel's tiles read them, as many
-    bits as the file's): linear_int8 on them, in passes of 1 to 40 rows and row by row, and gemm_int8 on them give
+    bits as the file's): linear_int8 on them, in passes of 1 to 40 rows (read into registers or through a buffer)
+    and row by row, and gemm_int8 on them give
     gemm_int8's bits on the file's blocks (its order of float sums; checked against the float64 reference above),
     with a bias; as many bytes as the blocks (Q4_K 148 a super-block and row, against 144); a row with an inf is
     NaN alone; a weight of rows not a multiple of 16 keeps its blocks."""
@@ -150,8 +151,14 @@ def test_panels_give_every_pass_the_bits_of_the_many_row_kernel(gemm, fmt):
     x[:, 7] = 25.0
     want = gemm.gemm_int8(x, weight, bias)
     assert not torch.equal(want, gemm.linear_int8(x, weight, bias))  # another order than the blocks' decode kernel
-    for rows in (1, 2, 5, 6, 7, 9, 13, 40):
-        assert torch.equal(gemm.linear_int8(x[:rows], panels, bias), want[:rows])
+    assert gemm.p8_fused_rows == 16
+    try:  # short passes read the panels into registers (p8_tile), long ones through a buffer: the same bits
+        for fused_rows in (16, 0, 40):
+            gemm.p8_fused_rows = fused_rows
+            for rows in (1, 2, 5, 6, 7, 9, 13, 16, 17, 40):
+                assert torch.equal(gemm.linear_int8(x[:rows], panels, bias), want[:rows]), (fused_rows, rows)
+    finally:
+        gemm.p8_fused_rows = 16
     assert torch.equal(torch.cat([gemm.linear_int8(x[i : i + 1], panels, bias) for i in range(9)]), want[:9])
     assert torch.equal(gemm.gemm_int8(x, panels, bias), want)
     broken = x[:5].clone()

@@ -2554,6 +2554,31 @@ static void p8_unpack(const uint8_t *panel, int fmt, int K, uint8_t *pw, float *
     }
 }
 
+/* a block's integer sums of weight column j into the outputs: f += acc s dx (the block's scales), and for Q4_K
+ * f -= m dxs (its mins; m NULL otherwise), for mr input rows; g8_tile and p8_tile share it (the same bits) */
+static inline __attribute__((always_inline)) void g8_scale(const int mr, __m512 f[G8_MR][G8_NR],
+                                                           __m512i acc[G8_MR][G8_NR], int j, __m512 s,
+                                                           const __m512 *m, const float *dx, const float *dxs,
+                                                           int blocks, int blk) {
+    for (int r = 0; r < mr; r++)
+        f[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][j]),
+                                  _mm512_mul_ps(s, _mm512_set1_ps(dx[(size_t)r * blocks + blk])), f[r][j]);
+    if (m)
+        for (int r = 0; r < mr; r++)
+            f[r][j] = _mm512_fnmadd_ps(*m, _mm512_set1_ps(dxs[(size_t)r * blocks + blk]), f[r][j]);
+}
+
+/* the tile's outputs (+ bias b) to y, N apart */
+static inline __attribute__((always_inline)) void g8_store(const int mr, __m512 f[G8_MR][G8_NR], float *y, int N,
+                                                           const float *b) {
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < G8_NR; j++) {
+            __m512 v = f[r][j];
+            if (b) v = _mm512_add_ps(v, _mm512_loadu_ps(b + 16 * j));
+            _mm512_storeu_ps(y + (size_t)r * N + 16 * j, v);
+        }
+}
+
 static inline __attribute__((always_inline)) void g8_tile(const int mr, const int8_t *qx, const float *dx,
                                                           const int *zx, const float *dxs, int K, int B,
                                                           const uint8_t *const pw[G8_NR], const float *const sc[G8_NR],
@@ -2577,23 +2602,98 @@ static inline __attribute__((always_inline)) void g8_tile(const int mr, const in
             }
         }
         for (int j = 0; j < G8_NR; j++) {
-            const __m512 s = _mm512_loadu_ps(sc[j] + (size_t)blk * 16);
-            for (int r = 0; r < mr; r++)
-                f[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][j]),
-                                          _mm512_mul_ps(s, _mm512_set1_ps(dx[(size_t)r * blocks + blk])), f[r][j]);
-            if (mn[j]) {
-                const __m512 m = _mm512_loadu_ps(mn[j] + (size_t)blk * 16);
-                for (int r = 0; r < mr; r++)
-                    f[r][j] = _mm512_fnmadd_ps(m, _mm512_set1_ps(dxs[(size_t)r * blocks + blk]), f[r][j]);
-            }
+            const __m512 m = mn[j] ? _mm512_loadu_ps(mn[j] + (size_t)blk * 16) : _mm512_setzero_ps();
+            g8_scale(mr, f, acc, j, _mm512_loadu_ps(sc[j] + (size_t)blk * 16), mn[j] ? &m : NULL, dx, dxs, blocks, blk);
         }
     }
+    g8_store(mr, f, y, N, b);
+}
+
+/* g8_tile straight from panels for short passes (foretell_p8_fused_rows), P8_FUSED_MR input rows a tile: each
+ * step pair's values are decoded in registers as they are read instead of through p8_unpack's buffer, and each
+ * block's scales (and Q4_K's mins) are the same fp32 products p8_unpack makes. The integer sums are the same integers (exact, in any order), and
+ * the float instructions per output and block are g8_tile's in its order: the same bits. At one row the buffer's
+ * stores and loads cost about what the products did (Q5_0 gate/up of the 0.5B: 5.8 GB/s from memory against the
+ * Q8_0 head's 13); on a 2-core Cascade Lake, cold weights: 1-4 rows 0.66-0.87x the time, 8 rows 0.75-0.99x, 16 rows
+ * 0.85-0.99x (Q6_K 0.85-1.13x), 32 rows 0.98-1.24x. Longer passes decode a tile's weights once per 6 input rows, so
+ * the buffer serves them. Q8_0 panels are read in place by g8_tile already. */
+enum { P8_FUSED_MR = G8_MR }; /* input rows a tile (g8_scale, g8_store: G8_MR at most) */
+int foretell_p8_fused_rows = 16; /* passes of up to this many rows take p8_tile, half as many for Q6_K (whose
+                                   * decode takes more instructions); 0: none (for comparisons) */
+
+static inline __attribute__((always_inline)) void p8_tile(const int mr, const int fmt, const int8_t *qx,
+                                                          const float *dx, const int *zx, const float *dxs, int K,
+                                                          const uint8_t *const panel[G8_NR], float *y, int N,
+                                                          const float *b) {
+    const int B = g8_block(fmt), blocks = K / B, pairs = B / 8; /* step pairs (2 x 4 values) a block */
+    const uint8_t *planes[G8_NR], *scales[G8_NR];
+    for (int j = 0; j < G8_NR; j++) {
+        planes[j] = panel[j] + (size_t)8 * K;
+        scales[j] = panel[j] + p8_value_bytes(fmt, K);
+    }
+    const __m512i low = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16), b32 = _mm512_set1_epi8(32);
+    __m512 f[G8_MR][G8_NR];
     for (int r = 0; r < mr; r++)
-        for (int j = 0; j < G8_NR; j++) {
-            __m512 v = f[r][j];
-            if (b) v = _mm512_add_ps(v, _mm512_loadu_ps(b + 16 * j));
-            _mm512_storeu_ps(y + (size_t)r * N + 16 * j, v);
+        for (int j = 0; j < G8_NR; j++) f[r][j] = _mm512_setzero_ps();
+    for (int blk = 0; blk < blocks; blk++) {
+        __m512i acc[G8_MR][G8_NR];
+        for (int r = 0; r < mr; r++)
+            for (int j = 0; j < G8_NR; j++) acc[r][j] = _mm512_set1_epi32(zx[(size_t)r * blocks + blk]);
+        for (int pp = 0; pp < pairs; pp++) {
+            const size_t p = (size_t)blk * pairs + pp;
+            __m512i va[G8_NR], vc[G8_NR];
+            for (int j = 0; j < G8_NR; j++) {
+                const __m512i nib = _mm512_loadu_si512((const void *)(panel[j] + (size_t)64 * p));
+                __m512i a = _mm512_and_si512(nib, low), c = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low);
+                if (fmt == GGUF_Q5_0) {
+                    a = _mm512_mask_add_epi8(a, (__mmask64)load_u64(planes[j] + (size_t)16 * p), a, b16);
+                    c = _mm512_mask_add_epi8(c, (__mmask64)load_u64(planes[j] + (size_t)16 * p + 8), c, b16);
+                } else if (fmt == GGUF_Q6_K) {
+                    const uint8_t *q = planes[j] + (size_t)32 * p;
+                    a = _mm512_mask_add_epi8(a, (__mmask64)load_u64(q), a, b16);
+                    a = _mm512_mask_add_epi8(a, (__mmask64)load_u64(q + 8), a, b32);
+                    c = _mm512_mask_add_epi8(c, (__mmask64)load_u64(q + 16), c, b16);
+                    c = _mm512_mask_add_epi8(c, (__mmask64)load_u64(q + 24), c, b32);
+                }
+                va[j] = a;
+                vc[j] = c;
+            }
+            for (int r = 0; r < mr; r++) {
+                const __m512i x0 = _mm512_set1_epi32((int)load_u32(qx + (size_t)r * K + 8 * p));
+                const __m512i x1 = _mm512_set1_epi32((int)load_u32(qx + (size_t)r * K + 8 * p + 4));
+                for (int j = 0; j < G8_NR; j++) acc[r][j] = dpbusd(dpbusd(acc[r][j], va[j], x0), vc[j], x1);
+            }
         }
+        for (int j = 0; j < G8_NR; j++) {
+            __m512 s, m = _mm512_setzero_ps();
+            if (fmt == GGUF_Q5_0)
+                s = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales[j] + (size_t)32 * blk)));
+            else if (fmt == GGUF_Q4_K) { /* 8 blocks a super-block: d sc and dmin m (p8_unpack's products) */
+                const uint8_t *sb = scales[j] + (size_t)(blk / 8) * 320;
+                const int bb = blk % 8;
+                s = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb)),
+                                  _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + 64 + 16 * bb)))));
+                m = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32))),
+                                  _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + 192 + 16 * bb)))));
+            } else { /* Q6_K: 16 blocks a super-block, d times the int8 sc */
+                const uint8_t *sb = scales[j] + (size_t)(blk / 16) * 288;
+                s = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb)), _mm512_cvtepi32_ps(
+                    _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sb + 32 + 16 * (blk % 16))))));
+            }
+            g8_scale(mr, f, acc, j, s, fmt == GGUF_Q4_K ? &m : NULL, dx, dxs, blocks, blk);
+        }
+    }
+    g8_store(mr, f, y, N, b);
+}
+
+/* p8_tile with the format and the rows as constants in each inlined copy */
+static void p8_tile_rows(const int mr, const int fmt, const int8_t *qx, const float *dx, const int *zx,
+                         const float *dxs, int K, const uint8_t *const panel[G8_NR], float *y, int N, const float *b) {
+#define P8_CASE(R, F) if (mr == R && fmt == F) { p8_tile(R, F, qx, dx, zx, dxs, K, panel, y, N, b); return; }
+    P8_CASE(1, GGUF_Q5_0) P8_CASE(2, GGUF_Q5_0) P8_CASE(3, GGUF_Q5_0) P8_CASE(4, GGUF_Q5_0) P8_CASE(5, GGUF_Q5_0) P8_CASE(6, GGUF_Q5_0)
+    P8_CASE(1, GGUF_Q4_K) P8_CASE(2, GGUF_Q4_K) P8_CASE(3, GGUF_Q4_K) P8_CASE(4, GGUF_Q4_K) P8_CASE(5, GGUF_Q4_K) P8_CASE(6, GGUF_Q4_K)
+    P8_CASE(1, GGUF_Q6_K) P8_CASE(2, GGUF_Q6_K) P8_CASE(3, GGUF_Q6_K) P8_CASE(4, GGUF_Q6_K) P8_CASE(5, GGUF_Q6_K) P8_CASE(6, GGUF_Q6_K)
+#undef P8_CASE
 }
 
 int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
@@ -2642,6 +2742,7 @@ int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, 
         }
     }
     const int tiles = (N + 16 * G8_NR - 1) / (16 * G8_NR);
+    const int fused = panels && fmt != GGUF_Q8_0 && M <= (fmt == GGUF_Q6_K ? foretell_p8_fused_rows / 2 : foretell_p8_fused_rows);
     if (!bad) {
         #pragma omp parallel num_threads(threads)
         {
@@ -2662,6 +2763,25 @@ int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, 
             for (int t = 0; t < tiles; t++) {
                 if (!ready) continue;
                 const int n0 = t * 16 * G8_NR, nj = (N - n0) / 16 < G8_NR ? (N - n0) / 16 : G8_NR;
+                if (fused) { /* short passes: the panels decoded in registers (p8_tile) */
+                    const uint8_t *pan[G8_NR];
+                    for (int j = 0; j < G8_NR; j++)
+                        pan[j] = w + (size_t)(n0 / 16 + (j < nj ? j : nj - 1)) * p8_panel_bytes(fmt, K);
+                    float tail[P8_FUSED_MR * 16 * G8_NR];
+                    for (int m0 = 0; m0 < M; m0 += P8_FUSED_MR) {
+                        const int mr = M - m0 < P8_FUSED_MR ? M - m0 : P8_FUSED_MR;
+                        const size_t at = (size_t)m0 * blocks;
+                        float *out = nj == G8_NR ? y + (size_t)m0 * N + n0 : tail;
+                        const int ld = nj == G8_NR ? N : 16 * G8_NR;
+                        p8_tile_rows(mr, fmt, qx + (size_t)m0 * K, dx + at, zx + at, dxs + at, K, pan, out, ld,
+                                     b && nj == G8_NR ? b + n0 : NULL);
+                        if (nj < G8_NR)
+                            for (int r = 0; r < mr; r++)
+                                for (int c = 0; c < 16 * nj; c++)
+                                    y[(size_t)(m0 + r) * N + n0 + c] = tail[r * 16 * G8_NR + c] + (b ? b[n0 + c] : 0.0f);
+                    }
+                    continue;
+                }
                 const uint8_t *pws[G8_NR];
                 const float *scs[G8_NR], *mns[G8_NR];
                 for (int j = 0; j < G8_NR; j++) {
