@@ -1,4 +1,6 @@
-"""Replay the policy on recorded outputs with and without streak-bucketed estimates; cost on the context-aware curve."""
+"""Replay the policy on recorded outputs with and without estimates kept apart per run length (apply streaks.patch first:
+git apply benchmarks/results/run-2026-11-29-cascadelake-registers/streaks.patch at the repository root; not kept); cost on the context-aware curve.
+    COST_JSON=../run-2026-11-29-cascadelake-context/cost-curve-0.5b.json python replay_streak.py "none:16,64,256:32,128" results.json ..."""
 import json, sys, os, collections
 from foretell.core.adaptive_k import AttentionCost, CostModel
 from foretell.core.policy import DraftPolicy
