@@ -422,8 +422,10 @@ class CpuGemm:
         self._pack_p8 = getattr(library, "foretell_pack_p8", None) if self._gemm_q8 is not None else None
         # passes on panels of up to this many rows decode the values in registers (p8_tile), longer ones through a
         # buffer per tile; the same bits either way (tests set it to compare the two)
-        self._p8_fused_rows = ctypes.c_int.in_dll(library, "foretell_p8_fused_rows") if self._pack_p8 is not None \
-            else None
+        try:
+            self._p8_fused_rows = ctypes.c_int.in_dll(library, "foretell_p8_fused_rows")
+        except ValueError:  # a build without the knob
+            self._p8_fused_rows = None
         if self._pack_p8 is not None:
             self._pack_p8.restype = ctypes.c_int
             self._pack_p8.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
