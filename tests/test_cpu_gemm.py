@@ -245,6 +245,12 @@ def _attention_case(heads, kv_heads, dim, n, dtype, seed, window=None, capacity=
                          [(14, 2, 64), (12, 2, 128), (4, 4, 32), (4, 2, 16), (6, 3, 40), (2, 2, 256)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_attention_matches_a_float64_reference(gemm, heads, kv_heads, dim, dtype):
+    if not gemm.attends(dtype, dim):  # head sizes of at most 16 vectors: 256 with AVX-512, 128 with AVX2
+        q, k, v, first, end = _attention_case(heads, kv_heads, dim, 9, dtype, seed=dim + heads, window=None)
+        with pytest.raises(TypeError, match="attention takes"):
+            gemm.attention(q, k, v, first, end, dim ** -0.5)
+        assert gemm.lanes == 8 and dim > 128
+        return
     for window in (None, 37):
         q, k, v, first, end = _attention_case(heads, kv_heads, dim, 9, dtype, seed=dim + heads, window=window)
         got = gemm.attention(q, k, v, first, end, dim ** -0.5)

@@ -35,12 +35,47 @@ def has_vnni() -> bool:
         return False
 
 
+def has_avx2() -> bool:
+    try:
+        cpuinfo = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return all(f" {flag}" in cpuinfo for flag in ("avx2", "fma", "f16c"))
+
+
 @pytest.fixture(scope="module")
 def gemm():
     built = cpu_gemm.load()
     if built is None or not built.int8:
-        assert not has_vnni(), "the CPU has AVX512-VNNI, but foretell's kernel did not build its int8 products"
-        pytest.skip("foretell's int8 products need AVX512-VNNI")
+        assert not has_vnni() and not has_avx2(), "the CPU has AVX512-VNNI or AVX2, but foretell's kernel did not " \
+            "build its int8 products"
+        pytest.skip("foretell's int8 products need AVX512-VNNI or AVX2")
+    return built
+
+
+@pytest.fixture(scope="module")
+def many_rows(gemm):
+    """The int8 route's many-row kernel and its panels (AVX512-VNNI builds)."""
+    if not gemm.int8_many_rows:
+        assert not has_vnni(), "the CPU has AVX512-VNNI, but foretell's kernel did not build its many-row kernel"
+        pytest.skip("the int8 route's many-row kernel and panels are built for AVX512-VNNI")
+    return gemm
+
+
+@pytest.fixture(scope="module", params=["native", "avx2"])
+def kernels(request, gemm, tmp_path_factory):
+    """The machine's build, and the AVX2 build (``-march=haswell``: VPMADDUBSW, whatever AVX-512 the CPU has), so
+    both int8 kernels are checked on a CPU with AVX-512."""
+    if request.param == "native":
+        return gemm
+    if not has_avx2():
+        pytest.skip("the AVX2 build needs a CPU with AVX2, FMA and F16C")
+    import ctypes
+
+    flags = tuple("-march=haswell" if f == "-march=native" else f for f in cpu_gemm.FLAGS)
+    path = cpu_gemm._build(tmp_path_factory.mktemp("avx2"), flags)
+    built = cpu_gemm.CpuGemm(ctypes.CDLL(str(path)), path, amx=False)
+    assert built.int8 and not built.int8_many_rows and built.lanes == 8
     return built
 
 
@@ -71,16 +106,16 @@ def reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> n
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_the_blocks_decode_as_gguf_decodes_them(gemm, fmt):
+def test_the_blocks_decode_as_gguf_decodes_them(kernels, fmt):
     weight, decoded = blocks_of(fmt, 12, 512, seed=1)
-    assert np.array_equal(gemm.decode_blocks(weight).numpy(), decoded)
-    assert np.array_equal(gemm.decode_blocks(weight, 5, 4).numpy(), decoded[5:9])  # some rows alone
+    assert np.array_equal(kernels.decode_blocks(weight).numpy(), decoded)
+    assert np.array_equal(kernels.decode_blocks(weight, 5, 4).numpy(), decoded[5:9])  # some rows alone
     with pytest.raises(ValueError):
-        gemm.decode_blocks(weight, 10, 3)
+        kernels.decode_blocks(weight, 10, 3)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(gemm, fmt):
+def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(kernels, fmt):
     """Against the float64 reference (to float32 rounding of the sums), with an outlier channel and a bias; every
     row the same bits alone and in passes of 1-9 rows (up to 8 decode the weights in registers, 9 through the
     interleaved buffer); a row with an inf is NaN, the others unchanged. Rows of 576 values (Q5_0, Q8_0): two
@@ -90,7 +125,7 @@ def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(gemm, fmt):
     bias = torch.randn(37, generator=torch.Generator().manual_seed(0))
     x = torch.randn(9, width, generator=torch.Generator().manual_seed(1))
     x[:, 7] = 20.0  # an outlier: its block's other values lose precision, as in llama.cpp
-    got = gemm.linear_int8(x, weight, bias)
+    got = kernels.linear_int8(x, weight, bias)
     want = reference(x.numpy(), decoded, bias.numpy().astype(np.float64))
     size = np.abs(x.numpy()).astype(np.float64) @ np.abs(decoded).astype(np.float64).T + 1.0
     assert np.all(np.abs(got.numpy() - want) <= 2e-6 * size)
@@ -99,18 +134,18 @@ def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(gemm, fmt):
     assert not np.allclose(got.numpy(), exact, rtol=0, atol=1e-4)
     for rows in range(1, 10):
         for start in range(0, 9 - rows + 1, 4):
-            part = gemm.linear_int8(x[start : start + rows].clone(), weight, bias)
+            part = kernels.linear_int8(x[start : start + rows].clone(), weight, bias)
             assert torch.equal(part, got[start : start + rows])
     many = torch.cat([x, torch.randn(24, width, generator=torch.Generator().manual_seed(3))])
-    assert torch.equal(gemm.linear_int8(many, weight, bias)[:9], got)  # 33 rows: 8 tiles and one of 1
+    assert torch.equal(kernels.linear_int8(many, weight, bias)[:9], got)  # 33 rows: 8 tiles and one of 1
     broken = x.clone()
     broken[3, 100] = float("inf")
-    out = gemm.linear_int8(broken, weight, bias)
+    out = kernels.linear_int8(broken, weight, bias)
     assert torch.isnan(out[3]).all() and torch.equal(out[torch.arange(9) != 3], got[torch.arange(9) != 3])
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_prompt_chunks_take_the_same_int8_products_laid_out_for_many_rows(gemm, fmt):
+def test_prompt_chunks_take_the_same_int8_products_laid_out_for_many_rows(many_rows, fmt):
     """gemm_int8 (a prompt chunk's rows): against the float64 reference as linear_int8, with an outlier channel and
     a bias; 48 outputs (a tile of 32 and one of 16) and 23 rows (tiles of 6 and one of 5); every row the same bits
     alone, in any slice; a row with an inf: None (the caller computes the chunk on the library)."""
@@ -119,21 +154,21 @@ def test_prompt_chunks_take_the_same_int8_products_laid_out_for_many_rows(gemm, 
     bias = torch.randn(48, generator=torch.Generator().manual_seed(5))
     x = torch.randn(23, width, generator=torch.Generator().manual_seed(6))
     x[:, 9] = -30.0
-    got = gemm.gemm_int8(x, weight, bias)
+    got = many_rows.gemm_int8(x, weight, bias)
     want = reference(x.numpy(), decoded, bias.numpy().astype(np.float64))
     size = np.abs(x.numpy()).astype(np.float64) @ np.abs(decoded).astype(np.float64).T + 1.0
     assert np.all(np.abs(got.numpy() - want) <= 2e-6 * size)
-    assert np.allclose(got.numpy(), gemm.linear_int8(x, weight, bias).numpy(), rtol=0, atol=1e-5 * size.max())
+    assert np.allclose(got.numpy(), many_rows.linear_int8(x, weight, bias).numpy(), rtol=0, atol=1e-5 * size.max())
     for start, rows in ((0, 1), (5, 1), (3, 7), (11, 12)):
-        assert torch.equal(gemm.gemm_int8(x[start : start + rows].clone(), weight, bias), got[start : start + rows])
-    assert torch.equal(gemm.gemm_int8(x, weight)[:, :16] + bias[:16], got[:, :16])
+        assert torch.equal(many_rows.gemm_int8(x[start : start + rows].clone(), weight, bias), got[start : start + rows])
+    assert torch.equal(many_rows.gemm_int8(x, weight)[:, :16] + bias[:16], got[:, :16])
     broken = x.clone()
     broken[3, 100] = float("inf")
-    assert gemm.gemm_int8(broken, weight, bias) is None
+    assert many_rows.gemm_int8(broken, weight, bias) is None
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_panels_give_every_pass_the_bits_of_the_many_row_kernel(gemm, fmt):
+def test_panels_give_every_pass_the_bits_of_the_many_row_kernel(many_rows, fmt):
     """Blocks laid out as panels (16 weight rows' values in the order the many-row kernel's tiles read them, as many
     bits as the file's): linear_int8 on them, in passes of 1 to 40 rows (read into registers or through a buffer)
     and row by row, and gemm_int8 on them give
@@ -142,37 +177,37 @@ def test_panels_give_every_pass_the_bits_of_the_many_row_kernel(gemm, fmt):
     NaN alone; a weight of rows not a multiple of 16 keeps its blocks."""
     width = 512 if fmt in ("Q4_K", "Q6_K") else 576
     weight, _ = blocks_of(fmt, 48, width, seed=7)
-    panels = gemm.panels(weight)
-    assert panels is not None and panels.fmt == cpu_gemm.PANELS + weight.fmt and panels.shape == weight.shape
+    panels = many_rows.panels(weight)
+    assert panels is not None and panels.fmt == cpu_many_rows.PANELS + weight.fmt and panels.shape == weight.shape
     assert panels.data.numel() == (weight.data.numel() * 148 // 144 if fmt == "Q4_K" else weight.data.numel())
-    assert gemm.panels(panels) is None and gemm.int8_takes(panels)
+    assert many_rows.panels(panels) is None and many_rows.int8_takes(panels)
     bias = torch.randn(48, generator=torch.Generator().manual_seed(8))
     x = torch.randn(40, width, generator=torch.Generator().manual_seed(9))
     x[:, 7] = 25.0
-    want = gemm.gemm_int8(x, weight, bias)
-    assert not torch.equal(want, gemm.linear_int8(x, weight, bias))  # another order than the blocks' decode kernel
-    assert gemm.p8_fused_rows == 16
+    want = many_rows.gemm_int8(x, weight, bias)
+    assert not torch.equal(want, many_rows.linear_int8(x, weight, bias))  # another order than the blocks' decode kernel
+    assert many_rows.p8_fused_rows == 16
     try:  # short passes read the panels into registers (p8_tile), long ones through a buffer: the same bits
         for fused_rows in (16, 0, 40):
-            gemm.p8_fused_rows = fused_rows
+            many_rows.p8_fused_rows = fused_rows
             for rows in (1, 2, 5, 6, 7, 9, 13, 16, 17, 40):
-                assert torch.equal(gemm.linear_int8(x[:rows], panels, bias), want[:rows]), (fused_rows, rows)
+                assert torch.equal(many_rows.linear_int8(x[:rows], panels, bias), want[:rows]), (fused_rows, rows)
     finally:
-        gemm.p8_fused_rows = 16
-    assert torch.equal(torch.cat([gemm.linear_int8(x[i : i + 1], panels, bias) for i in range(9)]), want[:9])
-    assert torch.equal(gemm.gemm_int8(x, panels, bias), want)
+        many_rows.p8_fused_rows = 16
+    assert torch.equal(torch.cat([many_rows.linear_int8(x[i : i + 1], panels, bias) for i in range(9)]), want[:9])
+    assert torch.equal(many_rows.gemm_int8(x, panels, bias), want)
     broken = x[:5].clone()
     broken[2, 100] = float("inf")
-    out = gemm.linear_int8(broken, panels, bias)
+    out = many_rows.linear_int8(broken, panels, bias)
     assert torch.isnan(out[2]).all() and torch.equal(out[torch.arange(5) != 2], want[:5][torch.arange(5) != 2])
-    assert gemm.panels(blocks_of(fmt, 40, width, seed=7)[0]) is None
+    assert many_rows.panels(blocks_of(fmt, 40, width, seed=7)[0]) is None
 
 
-def test_a_format_or_width_it_cannot_take_is_refused(gemm):
+def test_a_format_or_width_it_cannot_take_is_refused(kernels):
     weight, _ = blocks_of("Q8_0", 8, 96)  # 96 values a row: not a multiple of 64
-    assert not gemm.int8_takes(weight)
+    assert not kernels.int8_takes(weight)
     with pytest.raises(ValueError, match="linear_int8 takes"):
-        gemm.linear_int8(torch.ones(1, 96), weight)
+        kernels.linear_int8(torch.ones(1, 96), weight)
 
 
 def test_a_layer_takes_the_int8_route_only_for_blocks_of_its_own_weights(gemm):
@@ -202,29 +237,30 @@ def test_a_layer_takes_the_int8_route_only_for_blocks_of_its_own_weights(gemm):
 
 
 @pytest.mark.parametrize("panels", [True, False])
-def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(gemm, panels, monkeypatch):
+def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(many_rows, panels, monkeypatch):
     """A pass that holds prompt chunks and rows that need logits (a prompt's last chunk with the first draft, or a
     batch of prefill and decode): on panels every row runs on the one many-row kernel, so the layer makes one
     call for the whole pass (no second read of the weights, no copy of the chunks into place), and every row has
     the bits of that row computed alone; on blocks the chunks and the other rows are two calls, as before. A layer
-    on panels keeps no bf16 copy of its weight (no pass reads it)."""
+    on the int8 route keeps no bf16 copy of its weight (no pass reads it)."""
     weight, decoded = blocks_of("Q5_0", 48, 512, seed=11)
     linear = torch.nn.Linear(512, 48, bias=True)
     with torch.no_grad():
         linear.weight.copy_(torch.from_numpy(decoded).bfloat16().float())
     linear.gguf_weight = weight
     rows = ExactRows()
-    layer = ExactKernelLinear(linear, gemm, rows, int8=True, panels=panels)
-    assert (layer.int8.fmt >= cpu_gemm.PANELS) == panels
-    # on panels no pass reads the kernel's bf16 copy of the weight, nor the library's fp32 one: neither is kept
-    assert (layer.kernel_weight.numel() == 0) == panels and (layer.dense is None) == panels
+    layer = ExactKernelLinear(linear, many_rows, rows, int8=True, panels=panels)
+    assert (layer.int8.fmt >= cpu_many_rows.PANELS) == panels
+    # no pass reads the kernel's bf16 copy of the weight (every kernel row takes int8 products): none is kept; on
+    # panels no pass reads the library's fp32 one either
+    assert layer.kernel_weight.numel() == 0 and (layer.dense is None) == panels
     x = torch.randn(1, 23, 512, generator=torch.Generator().manual_seed(12))
     rows.total, rows.chunks = 23, [(0, 10), (13, 7)]  # two prompt chunks; rows 10-12 and 20-22 need logits
     rows.others = torch.tensor([10, 11, 12, 20, 21, 22])
     calls = []
     for name in ("_gemm_q8", "_linear_q8"):
-        original = getattr(gemm, name)
-        monkeypatch.setattr(gemm, name, lambda *args, _f=original, _n=name: calls.append((_n, args[5])) or _f(*args))
+        original = getattr(many_rows, name)
+        monkeypatch.setattr(many_rows, name, lambda *args, _f=original, _n=name: calls.append((_n, args[5])) or _f(*args))
     with torch.no_grad():
         got = layer(x)
     monkeypatch.undo()
@@ -240,7 +276,7 @@ def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(gem
         assert torch.equal(got[0, need_logits], alone[0, need_logits])
 
 
-def test_a_layer_on_panels_keeps_its_fp32_weight_only_for_a_peer(gemm):
+def test_a_layer_on_panels_keeps_its_fp32_weight_only_for_a_peer(many_rows):
     """On panels no pass of ours reads a layer's fp32 weight (1.4 GB of the 0.5B): it goes, unless the layer keeps
     it for a peer's calls on the same model object (``library``). Without it a prompt chunk holding an inf (which
     the many-row kernel turns away) gives NaN in that row and every other row the bits of that row alone, and a
@@ -254,7 +290,7 @@ def test_a_layer_on_panels_keeps_its_fp32_weight_only_for_a_peer(gemm):
         with torch.no_grad():
             linear.weight.copy_(values)
         linear.gguf_weight = GgufWeight(weight.fmt, weight.data.clone(), weight.shape)
-        return ExactKernelLinear(linear, gemm, rows, int8=True, library=library)
+        return ExactKernelLinear(linear, many_rows, rows, int8=True, library=library)
 
     rows = ExactRows()
     lean, kept = layer(False), layer(True)
@@ -367,16 +403,21 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
                           measure_cost_curve=False, exact=True, exact_prompt_kernel_rows=8)
     engine = LLMEngine(runner_for(converted, int8=True), loader.load_tokenizer(converted), config)
     assert engine.runner.int8_layers == 15
-    # every layer's passes on panels (the default), the many-row kernel's order; the head (a vocabulary not a
-    # multiple of 16 rows) on its blocks: both kernels in one model
-    assert engine.runner.panel_layers == 14
-    # no fp32 weight kept for them (no pass reads it), and the embedding's values in bf16 (exactly theirs)
     model = engine.runner.model
-    panels = [m for m in model.modules() if isinstance(m, ExactKernelLinear) and m.on_panels]
-    assert len(panels) == 14 and all(m.dense is None for m in panels)
-    shapes = {(m.out_features, m.in_features) for m in panels}
-    assert not any(tuple(p.shape) in shapes for p in (*model.parameters(), *model.buffers()))
-    assert model.get_input_embeddings().weight.dtype == torch.bfloat16
+    if gemm.int8_many_rows:
+        # every layer's passes on panels (the default), the many-row kernel's order; the head (a vocabulary not a
+        # multiple of 16 rows) on its blocks: both kernels in one model
+        assert engine.runner.panel_layers == 14
+        # no fp32 weight kept for them (no pass reads it), and the embedding's values in bf16 (exactly theirs)
+        panels = [m for m in model.modules() if isinstance(m, ExactKernelLinear) and m.on_panels]
+        assert len(panels) == 14 and all(m.dense is None for m in panels)
+        shapes = {(m.out_features, m.in_features) for m in panels}
+        assert not any(tuple(p.shape) in shapes for p in (*model.parameters(), *model.buffers()))
+        assert model.get_input_embeddings().weight.dtype == torch.bfloat16
+    else:  # AVX2: every kernel row on linear_int8 from the blocks; prompt chunks on the library's fp32 weights
+        assert engine.runner.panel_layers == 0
+        layers = [m for m in model.modules() if isinstance(m, ExactKernelLinear) and not m.head]
+        assert len(layers) == 14 and all(m.kernel_weight.numel() == 0 and m.dense is not None for m in layers)
     rng = random.Random(0)
     # 9 tokens: all on the kernel (8 rows before the last); 75: chunks of 32, 32 and 10 rows (gemm_int8), then the
     # last token on the kernel
@@ -384,12 +425,13 @@ def test_predictions_are_lossless_on_the_int8_route(gemm, converted):
     chunk_calls = []
     kernel = engine.runner.model.lm_head.gemm
     original = kernel.gemm_int8
-    kernel.gemm_int8 = lambda *args, **kw: chunk_calls.append(1) or original(*args, **kw)
+    kernel.gemm_int8 = lambda *args, **kw: (lambda out: chunk_calls.append(out is not None) or out)(
+        original(*args, **kw))
     try:
         plain, _ = outputs(engine, [request(p, method="none") for p in prompts])
     finally:
         del kernel.gemm_int8
-    assert chunk_calls  # the long prompt's chunks on gemm_int8
+    assert any(chunk_calls) == gemm.int8_many_rows  # the long prompt's chunks on gemm_int8 where it is built
     assert len({tuple(o) for o in plain}) == 2 and all(len(set(o)) > 3 for o in plain)
     reqs = []
     for p, out in zip(prompts, plain):
@@ -427,7 +469,7 @@ def test_the_one_call_layer_loop_gives_the_bits_of_the_layer_by_layer_pass(gemm,
 
     runner = ModelRunner(loader.load_model(converted, torch.float32, "cpu"), exact=True, int8=True,
                          int8_panels=panels)
-    assert runner.panel_layers == (14 if panels else 0)
+    assert runner.panel_layers == (14 if panels and gemm.int8_many_rows else 0)
     lean = runner._lean
     assert lean.native is not None
     rng = random.Random(2)
@@ -473,7 +515,7 @@ def test_the_one_call_layer_loop_gives_the_bits_of_the_layer_by_layer_pass(gemm,
         embeddings[nan_token] = saved
 
 
-def test_a_peer_on_the_same_model_object_needs_library_weights(gemm, converted):
+def test_a_peer_on_the_same_model_object_needs_library_weights(many_rows, converted):
     """The bench's HF peers run model.generate on the engine's model object (``library_linears``): a runner built
     with ``library_weights`` keeps its panels layers' fp32 weights for them, and a peer's pass gives the model's
     own hidden states (those of the model as loaded); a runner without them (the server's default) refuses such
@@ -495,7 +537,7 @@ def test_a_peer_on_the_same_model_object_needs_library_weights(gemm, converted):
                     runner.model.model(input_ids=ids, use_cache=False)
 
 
-def test_an_untied_head_on_panels_keeps_no_bf16_copy_and_decodes_losslessly(gemm):
+def test_an_untied_head_on_panels_keeps_no_bf16_copy_and_decodes_losslessly(many_rows):
     """A model whose head is not its embedding (the 1.5B): the head on panels keeps no bf16 copy (no pass reads it:
     467 MB of the 1.5B), the embedding keeps its exactly-bf16 values in bf16, and plain decoding and perfect,
     edited and garbage predictions, batched, give the same tokens (a read of a dropped copy would fail here)."""

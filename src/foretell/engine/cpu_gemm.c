@@ -1786,6 +1786,82 @@ void foretell_silu_mul_bf16(const bf16 *g, const bf16 *u, int ld, bf16 *y, int M
 #endif
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
+#define FORETELL_Q8 1 /* foretell_linear_q8 on VPDPBUSD (below) */
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define FORETELL_Q8 2 /* foretell_linear_q8 on VPMADDUBSW (after the VNNI section) */
+#endif
+
+#if defined(FORETELL_Q8)
+/* ---- the GGUF block formats of the int8 route (either build) ---- */
+enum { GGUF_Q6_K = 14 }; /* int8 route only (the bf16 decoder above does not take it) */
+
+/* bytes and values of a block of a format the int8 route takes; 0 bytes for others */
+static inline int q8_block_bytes(int fmt) { return fmt == GGUF_Q6_K ? 210 : q_block_bytes(fmt); }
+static inline int q8_block_values(int fmt) { return fmt == GGUF_Q6_K ? 256 : q_block_values(fmt); }
+/* the formats whose weight values are stored unsigned with an offset (w = d (q - offset)): Q5_0 16, Q6_K 32 */
+static inline int q8_offset(int fmt) { return fmt == GGUF_Q5_0 ? 16 : fmt == GGUF_Q6_K ? 32 : 0; }
+
+/* Q4_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4) */
+static inline void q4k_scale_min(const uint8_t *sc, int j, int *s, int *m) {
+    *s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+    *m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+}
+
+/* the GGUF file's values of rows [n0, n0 + n) of w, in fp32 (ggml's reference decoder: exact products) */
+int foretell_q8_decode(const uint8_t *w, int fmt, int n0, int n, int K, float *out) {
+    const int per = q8_block_values(fmt);
+    if (!q8_block_bytes(fmt) || K % per) return -1;
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
+        float *o = out + (size_t)r * K;
+        for (int blk = 0; blk < K / per; blk++) {
+            const uint8_t *p = row + (size_t)blk * q8_block_bytes(fmt);
+            float *ob = o + (size_t)blk * per;
+            if (fmt == GGUF_Q8_0) {
+                for (int i = 0; i < 32; i++) ob[i] = half1(p) * (float)(int8_t)p[2 + i];
+            } else if (fmt == GGUF_Q5_0) {
+                uint32_t qh;
+                memcpy(&qh, p + 2, 4);
+                for (int i = 0; i < 16; i++) {
+                    int lo = (p[6 + i] & 15) | (((qh >> i) & 1) << 4), hi = (p[6 + i] >> 4) | (((qh >> (i + 16)) & 1) << 4);
+                    ob[i] = half1(p) * (float)(lo - 16);
+                    ob[i + 16] = half1(p) * (float)(hi - 16);
+                }
+            } else if (fmt == GGUF_Q6_K) { /* ggml's dequantize_row_q6_K */
+                const float d = half1(p + 208);
+                const uint8_t *ql = p, *qh = p + 128;
+                const int8_t *sc = (const int8_t *)(p + 192);
+                for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8)
+                    for (int l = 0; l < 32; l++) {
+                        const int is = l / 16;
+                        float *oh = ob + 128 * h;
+                        oh[l] = d * (float)sc[is] * (float)(((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32);
+                        oh[l + 32] = d * (float)sc[is + 2] * (float)(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                        oh[l + 64] = d * (float)sc[is + 4] * (float)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                        oh[l + 96] = d * (float)sc[is + 6] * (float)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                    }
+            } else {
+                const float d = half1(p), dmin = half1(p + 2);
+                for (int j = 0; j < 8; j += 2) {
+                    int s0, m0, s1, m1;
+                    q4k_scale_min(p + 4, j, &s0, &m0);
+                    q4k_scale_min(p + 4, j + 1, &s1, &m1);
+                    const uint8_t *q = p + 16 + 16 * j;
+                    for (int i = 0; i < 32; i++) {
+                        ob[32 * j + i] = d * (float)s0 * (float)(q[i] & 15) - dmin * (float)m0;
+                        ob[32 * j + 32 + i] = d * (float)s1 * (float)(q[i] >> 4) - dmin * (float)m1;
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+#endif
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
 /* ---- int8 products on GGUF blocks (VPDPBUSD), for CPUs with AVX512-VNNI ----
  * foretell_linear_q8: y = x W^T (+ b) where W is given as GGUF blocks (Q5_0, Q8_0, Q4_K) and x is fp32, the way
  * llama.cpp computes a quantized model: each row of x is cut into blocks of 32 values and each block scaled to
@@ -1818,22 +1894,9 @@ static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
     return acc;
 }
 
-enum { GGUF_Q6_K = 14 }; /* int8 route only (the bf16 decoder above does not take it) */
-
-/* bytes and values of a block of a format the int8 route takes; 0 bytes for others */
-static inline int q8_block_bytes(int fmt) { return fmt == GGUF_Q6_K ? 210 : q_block_bytes(fmt); }
-static inline int q8_block_values(int fmt) { return fmt == GGUF_Q6_K ? 256 : q_block_values(fmt); }
-/* the formats whose weight values are stored unsigned with an offset (w = d (q - offset)): Q5_0 16, Q6_K 32 */
-static inline int q8_offset(int fmt) { return fmt == GGUF_Q5_0 ? 16 : fmt == GGUF_Q6_K ? 32 : 0; }
 
 static inline __m512 two_scales(float a, float b) {
     return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
-}
-
-/* Q4_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4) */
-static inline void q4k_scale_min(const uint8_t *sc, int j, int *s, int *m) {
-    *s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-    *m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
 }
 
 /* A group is 4 chunks (256 values: 8 blocks of 32, a Q4_K super-block). Each (weight row, input row) pair sums a
@@ -2280,58 +2343,6 @@ int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b
     }
     q8_release(&in);
     return failed ? -1 : 0;
-}
-
-/* the GGUF file's values of rows [n0, n0 + n) of w, in fp32 (ggml's reference decoder: exact products) */
-int foretell_q8_decode(const uint8_t *w, int fmt, int n0, int n, int K, float *out) {
-    const int per = q8_block_values(fmt);
-    if (!q8_block_bytes(fmt) || K % per) return -1;
-    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
-    for (int r = 0; r < n; r++) {
-        const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
-        float *o = out + (size_t)r * K;
-        for (int blk = 0; blk < K / per; blk++) {
-            const uint8_t *p = row + (size_t)blk * q8_block_bytes(fmt);
-            float *ob = o + (size_t)blk * per;
-            if (fmt == GGUF_Q8_0) {
-                for (int i = 0; i < 32; i++) ob[i] = half1(p) * (float)(int8_t)p[2 + i];
-            } else if (fmt == GGUF_Q5_0) {
-                uint32_t qh;
-                memcpy(&qh, p + 2, 4);
-                for (int i = 0; i < 16; i++) {
-                    int lo = (p[6 + i] & 15) | (((qh >> i) & 1) << 4), hi = (p[6 + i] >> 4) | (((qh >> (i + 16)) & 1) << 4);
-                    ob[i] = half1(p) * (float)(lo - 16);
-                    ob[i + 16] = half1(p) * (float)(hi - 16);
-                }
-            } else if (fmt == GGUF_Q6_K) { /* ggml's dequantize_row_q6_K */
-                const float d = half1(p + 208);
-                const uint8_t *ql = p, *qh = p + 128;
-                const int8_t *sc = (const int8_t *)(p + 192);
-                for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8)
-                    for (int l = 0; l < 32; l++) {
-                        const int is = l / 16;
-                        float *oh = ob + 128 * h;
-                        oh[l] = d * (float)sc[is] * (float)(((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32);
-                        oh[l + 32] = d * (float)sc[is + 2] * (float)(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
-                        oh[l + 64] = d * (float)sc[is + 4] * (float)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                        oh[l + 96] = d * (float)sc[is + 6] * (float)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-                    }
-            } else {
-                const float d = half1(p), dmin = half1(p + 2);
-                for (int j = 0; j < 8; j += 2) {
-                    int s0, m0, s1, m1;
-                    q4k_scale_min(p + 4, j, &s0, &m0);
-                    q4k_scale_min(p + 4, j + 1, &s1, &m1);
-                    const uint8_t *q = p + 16 + 16 * j;
-                    for (int i = 0; i < 32; i++) {
-                        ob[32 * j + i] = d * (float)s0 * (float)(q[i] & 15) - dmin * (float)m0;
-                        ob[32 * j + 32 + i] = d * (float)s1 * (float)(q[i] >> 4) - dmin * (float)m1;
-                    }
-                }
-            }
-        }
-    }
-    return 0;
 }
 
 /* ---- a prompt chunk's rows on int8 products (foretell_gemm_q8): y = x W^T (+ b), W given as GGUF blocks ----
@@ -2838,6 +2849,327 @@ int foretell_gemm_q8(const float *x, const uint8_t *w, int fmt, const float *b, 
     return bad == 2 ? -2 : bad ? -1 : 0;
 }
 
+#endif /* AVX512-VNNI */
+
+#if FORETELL_Q8 == 2
+/* ---- int8 products on GGUF blocks without AVX512-VNNI: AVX2's VPMADDUBSW and VPMADDWD ----
+ * foretell_linear_q8 as the VNNI build defines it (llama.cpp's numerics): each input row cut into blocks of 32
+ * values, each scaled to int8 (dx = max |x| / 127, qx = x 127 / max |x| rounded to the nearest, ties to even: the
+ * same integers and scales as there), a block's products with the weight block's integers summed exactly in int32,
+ * then scaled by the two blocks' scales in fp32. VPMADDUBSW multiplies unsigned bytes by signed ones and adds
+ * pairs into int16 (exact here: the weights' bytes are at most 63, or Q8_0's |q| <= 128 against |qx| <= 127, so a
+ * pair is within 32512), VPMADDWD widens the pairs into int32 (by 1, or for Q6_K by each 16 values' scale):
+ *   Q5_0: q in 0..31, w = d (q - 16): the products of q, minus 16 times the block's sum of qx;
+ *   Q8_0: q signed, w = d q: |q| times qx with q's sign (VPSIGNB);
+ *   Q4_K: q in 0..15, w = d sc q - dmin m: the products of q scaled by d sc, plus the sub-block's dx times its
+ *         sum of qx times -dmin m;
+ *   Q6_K: q in 0..63, w = d sc (q - 32), sc an int8 per 16 values: VPMADDWD by sc, minus 32 times the sum over the
+ *         block's two halves of sc times their sums of qx.
+ * A group is 8 blocks (256 values; a Q4_K or Q6_K super-block; Q5_0 and Q8_0 rows may end with 2, 4 or 6 blocks,
+ * the rest zero): per (weight row, input row) its 8 int32 sums go into one vector (a2_fold), are converted, and
+ * multiplied by the 8 weight scales times the 8 input scales into 8 float lanes; after the last group the lanes
+ * are summed in one fixed order, then the bias added. Each output is that one sequence of instructions whatever
+ * M: a row's result depends on its own input row alone. Each weight group is decoded once per call into registers
+ * (a few KB) and applied to every input row. Prompt chunks take the library's GEMM (no many-row layout here). */
+
+typedef struct {
+    int8_t *qx;    /* M x 256 G: the int8 inputs, zero past K */
+    float *dx;     /* M x 8 G: each block's scale (zero past K) */
+    int32_t *off;  /* Q5_0: M x 8 G, -16 times each block's sum of qx */
+    int16_t *s16;  /* Q6_K: M x 16 G, each 16 values' sum of qx */
+    float *xsum;   /* Q4_K: M x 8 G, each block's dx times its sum of qx */
+    int groups;
+} a2_input;
+
+static void a2_release(a2_input *in) {
+    free(in->qx);
+    free(in->dx);
+    free(in->off);
+    free(in->s16);
+    free(in->xsum);
+}
+
+static inline int a2_hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float a2_hsum(__m256 v) { /* one fixed order */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* the input rows scaled to int8 per block of 32 values, with what each format's offsets need; -2 for an inf or
+ * NaN, -1 if out of memory */
+static int a2_prepare(const float *x, int M, int K, int fmt, a2_input *in) {
+    const int G = (K + 255) / 256;
+    in->groups = G;
+    in->qx = aligned_alloc(64, (size_t)M * G * 256);
+    in->dx = aligned_alloc(64, (size_t)M * G * 8 * sizeof(float));
+    in->off = fmt == GGUF_Q5_0 ? aligned_alloc(64, (size_t)M * G * 8 * sizeof(int32_t)) : NULL;
+    in->s16 = fmt == GGUF_Q6_K ? aligned_alloc(64, (size_t)M * G * 16 * sizeof(int16_t)) : NULL;
+    in->xsum = fmt == GGUF_Q4_K ? aligned_alloc(64, (size_t)M * G * 8 * sizeof(float)) : NULL;
+    if (!in->qx || !in->dx || (fmt == GGUF_Q5_0 && !in->off) || (fmt == GGUF_Q6_K && !in->s16)
+        || (fmt == GGUF_Q4_K && !in->xsum))
+        return -1;
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int m = 0; m < M; m++) {
+        const size_t blocks = (size_t)m * G * 8;
+        memset(in->qx + (size_t)m * G * 256 + K, 0, (size_t)G * 256 - K);
+        for (int b = 0; b < G * 8; b++) {
+            int8_t *o = in->qx + (size_t)m * G * 256 + 32 * b;
+            if (32 * b >= K) {
+                in->dx[blocks + b] = 0.0f;
+                if (in->off) in->off[blocks + b] = 0;
+                if (in->xsum) in->xsum[blocks + b] = 0.0f;
+                continue;
+            }
+            const float *p = x + (size_t)m * K + 32 * b;
+            __m256 v[4], amax = _mm256_setzero_ps();
+            for (int i = 0; i < 4; i++) {
+                v[i] = _mm256_loadu_ps(p + 8 * i);
+                amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+            }
+            __m128 a = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+            a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+            a = _mm_max_ss(a, _mm_movehdup_ps(a));
+            float mx = _mm_cvtss_f32(a);
+            for (int i = 0; i < 32; i++) /* max_ps drops a NaN operand: look for one */
+                if (!(fabsf(p[i]) <= 3.0e38f)) return -2;
+            const float id = mx > 0.0f ? 127.0f / mx : 0.0f;
+            in->dx[blocks + b] = mx / 127.0f;
+            __m256i q[4];
+            for (int i = 0; i < 4; i++) /* the current rounding mode: to the nearest, ties to even */
+                q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
+            const __m256i s01 = _mm256_packs_epi32(q[0], q[1]), s23 = _mm256_packs_epi32(q[2], q[3]);
+            _mm256_storeu_si256((__m256i *)o, _mm256_permutevar8x32_epi32(_mm256_packs_epi16(s01, s23), order));
+            const int lo = a2_hsum_i32(_mm256_add_epi32(q[0], q[1])), hi = a2_hsum_i32(_mm256_add_epi32(q[2], q[3]));
+            if (in->off) in->off[blocks + b] = -16 * (lo + hi);
+            if (in->s16) {
+                in->s16[(size_t)m * G * 16 + 2 * b] = (int16_t)lo;
+                in->s16[(size_t)m * G * 16 + 2 * b + 1] = (int16_t)hi;
+            }
+            if (in->xsum) in->xsum[blocks + b] = in->dx[blocks + b] * (float)(lo + hi);
+        }
+        if (in->s16)
+            for (int b = (K + 31) / 32; b < G * 8; b++)
+                in->s16[(size_t)m * G * 16 + 2 * b] = in->s16[(size_t)m * G * 16 + 2 * b + 1] = 0;
+    }
+    return 0;
+}
+
+/* a weight group in registers: v[b] the 8 blocks' values as bytes (Q8_0: |q|, with s[b] = q for the signs), ws the
+ * weight scales per block, Q4_K mn -dmin m per block, Q6_K mul[b] each half's sc as int16 and sc16 the 16 sc */
+typedef struct {
+    __m256i v[8], s[8], mul[8], sc16;
+    __m256 ws, mn;
+} a2_group;
+
+static inline __m256i a2_low4(__m256i q) { return _mm256_and_si256(q, _mm256_set1_epi8(15)); }
+static inline __m256i a2_high4(__m256i q) { return _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15)); }
+
+/* 0xFF in byte i where bit i of the 32 bits at p is set (llama.cpp's bytes_from_bits_32) */
+static inline __m256i a2_bits_to_bytes(const uint8_t *p) {
+    const __m256i shuffle = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(p)), shuffle);
+    return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+}
+
+static inline __attribute__((always_inline)) void a2_decode(const uint8_t *row, const int fmt, int g, int K,
+                                                            a2_group *w) {
+    float ws[8] = {0}, mn[8] = {0};
+    if (fmt == GGUF_Q4_K) {
+        const uint8_t *p = row + (size_t)g * 144;
+        const float d = half1(p), dmin = half1(p + 2);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            q4k_scale_min(p + 4, j, &sc, &m);
+            ws[j] = d * (float)sc;
+            mn[j] = -dmin * (float)m;
+        }
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * j));
+            w->v[2 * j] = a2_low4(q);
+            w->v[2 * j + 1] = a2_high4(q);
+        }
+        w->mn = _mm256_loadu_ps(mn);
+    } else if (fmt == GGUF_Q6_K) {
+        const uint8_t *p = row + (size_t)g * 210;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        const float d = half1(p + 208);
+        const __m256i three = _mm256_set1_epi8(3);
+        for (int h = 0; h < 2; h++) {
+            const __m256i la = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+            const __m256i lb = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, three), 4);
+            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), three), 4);
+            const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), three), 4);
+            const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), three), 4);
+            w->v[4 * h] = _mm256_or_si256(a2_low4(la), h0);
+            w->v[4 * h + 1] = _mm256_or_si256(a2_low4(lb), h1);
+            w->v[4 * h + 2] = _mm256_or_si256(a2_high4(la), h2);
+            w->v[4 * h + 3] = _mm256_or_si256(a2_high4(lb), h3);
+        }
+        for (int b = 0; b < 8; b++) {
+            ws[b] = d;
+            w->mul[b] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * b + 1]), _mm_set1_epi16(sc[2 * b]));
+        }
+        w->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    } else {
+        const int first = 8 * g, count = K / 32 - first < 8 ? K / 32 - first : 8;
+        for (int b = 0; b < 8; b++) {
+            if (b >= count) {
+                w->v[b] = w->s[b] = _mm256_setzero_si256();
+                continue;
+            }
+            if (fmt == GGUF_Q8_0) {
+                const uint8_t *p = row + (size_t)(first + b) * 34;
+                ws[b] = half1(p);
+                w->s[b] = _mm256_loadu_si256((const __m256i *)(p + 2));
+                w->v[b] = _mm256_abs_epi8(w->s[b]); /* |-128| = 128 as an unsigned byte */
+            } else { /* Q5_0 */
+                const uint8_t *p = row + (size_t)(first + b) * 22;
+                ws[b] = half1(p);
+                const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
+                const __m256i q = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);
+                w->v[b] = _mm256_or_si256(a2_low4(q), _mm256_and_si256(a2_bits_to_bytes(p + 2), _mm256_set1_epi8(16)));
+            }
+        }
+    }
+    w->ws = _mm256_loadu_ps(ws);
+}
+
+/* 8 vectors of 8 int32 as one whose lane b is the sum of vector b's lanes (in a fixed order) */
+static inline __m256i a2_fold(const __m256i p[8]) {
+    const __m256i a = _mm256_hadd_epi32(p[0], p[1]), b = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i c = _mm256_hadd_epi32(p[4], p[5]), d = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i e = _mm256_hadd_epi32(a, b), f = _mm256_hadd_epi32(c, d); /* per 128 bits: halves of 0-3, 4-7 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(e, f, 0x20), _mm256_permute2x128_si256(e, f, 0x31));
+}
+
+/* the same for 8 vectors of 16 int16 pair sums, added as int16 while they fit: Q4_K's pairs are within 3810 (15 x
+ * 127 x 2), so the 8 pairs of a block's half within 30480; Q5_0's within 7874, 4 pairs within 31496 */
+static inline __m256i a2_fold16(const int fmt, const __m256i p[8]) {
+    const __m256i a = _mm256_hadd_epi16(p[0], p[1]), b = _mm256_hadd_epi16(p[2], p[3]);
+    const __m256i c = _mm256_hadd_epi16(p[4], p[5]), d = _mm256_hadd_epi16(p[6], p[7]);
+    const __m256i e = _mm256_hadd_epi16(a, b), f = _mm256_hadd_epi16(c, d); /* per 128 bits: 2 sums a block */
+    if (fmt == GGUF_Q4_K) { /* per 128 bits: blocks 0-7's half sums */
+        const __m256i h = _mm256_hadd_epi16(e, f);
+        return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(h)),
+                                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(h, 1)));
+    }
+    const __m256i ones = _mm256_set1_epi16(1), E = _mm256_madd_epi16(e, ones), F = _mm256_madd_epi16(f, ones);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(E, F, 0x20), _mm256_permute2x128_si256(E, F, 0x31));
+}
+
+/* acc + group g's products of one input row (qx its 256 values, i its blocks' index) with the weight group */
+static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, const a2_group *w,
+                                                                 const a2_input *in, size_t i, const int8_t *qx,
+                                                                 __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p[8];
+    if (fmt == GGUF_Q4_K || fmt == GGUF_Q5_0) {
+        for (int b = 0; b < 8; b++)
+            p[b] = _mm256_maddubs_epi16(w->v[b], _mm256_load_si256((const __m256i *)(qx + 32 * b)));
+        __m256i sum = a2_fold16(fmt, p);
+        if (fmt == GGUF_Q5_0) sum = _mm256_add_epi32(sum, _mm256_loadu_si256((const __m256i *)(in->off + i)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w->ws, _mm256_loadu_ps(in->dx + i)), acc);
+        if (fmt == GGUF_Q4_K) acc = _mm256_fmadd_ps(w->mn, _mm256_loadu_ps(in->xsum + i), acc);
+        return acc;
+    }
+    for (int b = 0; b < 8; b++) {
+        const __m256i xv = _mm256_load_si256((const __m256i *)(qx + 32 * b));
+        if (fmt == GGUF_Q8_0)
+            p[b] = _mm256_madd_epi16(_mm256_maddubs_epi16(w->v[b], _mm256_sign_epi8(xv, w->s[b])), ones);
+        else if (fmt == GGUF_Q6_K)
+            p[b] = _mm256_madd_epi16(_mm256_maddubs_epi16(w->v[b], xv), w->mul[b]);
+        else
+            p[b] = _mm256_madd_epi16(_mm256_maddubs_epi16(w->v[b], xv), ones);
+    }
+    __m256i sum = a2_fold(p);
+    if (fmt == GGUF_Q5_0)
+        sum = _mm256_add_epi32(sum, _mm256_loadu_si256((const __m256i *)(in->off + i)));
+    if (fmt == GGUF_Q6_K)
+        sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(in->s16 + 2 * i)), w->sc16), 5));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w->ws, _mm256_loadu_ps(in->dx + i)), acc);
+    if (fmt == GGUF_Q4_K) acc = _mm256_fmadd_ps(w->mn, _mm256_loadu_ps(in->xsum + i), acc);
+    return acc;
+}
+
+enum { A2_NB = 4 }; /* weight rows a thread takes at a time */
+
+/* weight rows [n0, n0 + nb) against all M input rows; acc: M vectors of scratch */
+static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size_t row_bytes, const int fmt,
+                                                          const a2_input *in, int M, int K, float *y, const float *b,
+                                                          int N, int n0, int nb, __m256 *acc) {
+    const int G = in->groups;
+    for (int r = 0; r < nb; r++) {
+        const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
+        for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
+        for (int g = 0; g < G; g++) {
+            a2_group grp;
+            a2_decode(row, fmt, g, K, &grp);
+            for (int m = 0; m < M; m++) {
+                const size_t i = ((size_t)m * G + g) * 8;
+                acc[m] = a2_group_dot(fmt, &grp, in, i, in->qx + 32 * i, acc[m]);
+            }
+        }
+        for (int m = 0; m < M; m++) y[(size_t)m * N + n0 + r] = a2_hsum(acc[m]) + (b ? b[n0 + r] : 0.0f);
+    }
+}
+
+#define A2_ROWS(NAME, FMT)                                                                                          \
+static void NAME(const uint8_t *w, size_t row_bytes, const a2_input *in, int M, int K, float *y, const float *b, \
+                 int N, int n0, int nb, __m256 *acc) {                                                              \
+    a2_rows(w, row_bytes, FMT, in, M, K, y, b, N, n0, nb, acc);                                                     \
+}
+A2_ROWS(a2_rows_q5_0, GGUF_Q5_0)
+A2_ROWS(a2_rows_q8_0, GGUF_Q8_0)
+A2_ROWS(a2_rows_q4_k, GGUF_Q4_K)
+A2_ROWS(a2_rows_q6_k, GGUF_Q6_K)
+
+int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
+                       int threads) {
+    const int per = q8_block_values(fmt);
+    if (!q8_block_bytes(fmt) || K % 64 || K % per || M <= 0) return -1;
+    const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
+    a2_input in = {0};
+    const int ok = a2_prepare(x, M, K, fmt, &in);
+    if (ok) { a2_release(&in); return ok; }
+    void (*const rows)(const uint8_t *, size_t, const a2_input *, int, int, float *, const float *, int, int, int,
+                       __m256 *) =
+        fmt == GGUF_Q5_0 ? a2_rows_q5_0 : fmt == GGUF_Q8_0 ? a2_rows_q8_0 : fmt == GGUF_Q4_K ? a2_rows_q4_k
+        : a2_rows_q6_k;
+    const int blocks = (N + A2_NB - 1) / A2_NB;
+    int failed = 0;
+    #pragma omp parallel num_threads(threads)
+    {
+        __m256 *acc = aligned_alloc(32, (size_t)M * sizeof(__m256));
+        if (!acc) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int blk = 0; blk < blocks; blk++) {
+            if (!acc) continue;
+            const int n0 = blk * A2_NB, nb = N - n0 < A2_NB ? N - n0 : A2_NB;
+            rows(w, row_bytes, &in, M, K, y, b, N, n0, nb, acc);
+        }
+        free(acc);
+    }
+    a2_release(&in);
+    return failed ? -1 : 0;
+}
+#endif /* AVX2 int8 */
+
+#if defined(FORETELL_Q8)
 /* ---- a whole pass of a Qwen2/Llama decoder's layers on the int8 route, in one call (foretell_layers_q8) ----
  * Exact mode's fp32 passes whose every row needs logits (decode steps, verify passes of chains), as
  * runner.LeanDecoder runs them layer by layer from Python: the same functions on the same inputs in the same order
@@ -2973,4 +3305,4 @@ static int layers_q8(const q8_layer *layers, int L, const q8_seq *seqs, int S, c
     foretell_rmsnorm_f32(h, L ? delta : NULL, h, norm_out, eps, x_out, M, E);
     return 0;
 }
-#endif
+#endif /* FORETELL_Q8 */

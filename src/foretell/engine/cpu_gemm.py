@@ -193,8 +193,8 @@ ratio of 8; ``benchmarks/results/run-2026-11-28-spr-fp32-glue``): AVX-512 build 
 0.94x, 17 tokens 0.94x, 64 tokens 0.95x, 128 tokens 0.96x, 256 tokens 0.89x; AVX2 build (``-mno-avx512f``, as on
 a CPU without AVX-512) 1 token 0.94x, 4 tokens 0.97x, 17-256 tokens 0.99-1.02x (compute-bound passes there).
 
-**int8 products on GGUF blocks** (since 2026-11-28; ``foretell_linear_q8``, builds for AVX512-VNNI;
-:meth:`CpuGemm.linear_int8`): the way llama.cpp computes a quantized model. Each input row is cut into blocks of
+**int8 products on GGUF blocks** (since 2026-11-28; ``foretell_linear_q8``, builds for AVX512-VNNI, and since
+2026-11-29 for AVX2 alone: VPMADDUBSW, see below; :meth:`CpuGemm.linear_int8`): the way llama.cpp computes a quantized model. Each input row is cut into blocks of
 32 values, each scaled to int8 by its largest magnitude; a block's 32 products with the weight block's integers
 (Q5_0, Q8_0, Q4_K, Q6_K) are summed exactly in int32 by VPDPBUSD (64 products an instruction), then scaled by the
 two blocks' scales in fp32, four chunks of 64 values folded together before the floats. It reads 0.56-1.06 bytes a
@@ -281,6 +281,18 @@ blocks -> panels (fastest of 6, alternating):
 Whole passes of the 0.5B (600 cached tokens, two runners in one process alternating, median paired ratio of 8):
 1 token 0.87x the time (47.5 -> 40.1 ms), 4 tokens 0.67x, 16 tokens 0.62x, 32 tokens 0.55x, 64 tokens 0.57x
 (566 -> 316 ms), 128 tokens 0.53x. The cost curve flattens: 64 tokens cost 7.9 one-token passes instead of 11.9.
+
+**The int8 route without AVX512-VNNI** (2026-11-29, ``benchmarks/results/run-2026-11-29-epyc-avx2-int8``): an
+AVX2 build's ``foretell_linear_q8`` takes the same blocks and the same int8 inputs (blocks of 32, the same
+integers and scales) with VPMADDUBSW (unsigned weight bytes times signed inputs, pairs into int16: exact here, the
+weights' bytes being at most 63, or Q8_0's |q| <= 128 against |qx| <= 127) and VPMADDWD (pairs into int32; for Q6_K
+by each 16 values' scale). Per weight row and group of 8 blocks its 8 int32 sums go into one vector (horizontal
+adds, as int16 while Q4_K's and Q5_0's sums fit), are converted and scaled by 8 weight times 8 input scales into 8
+float lanes, summed in one fixed order at the end: each row alone, whatever M. No panels, no many-row kernel: the
+prompt chunks take the library's fp32 weights (kept), and no bf16 copy is kept (no pass reads it). The whole-pass
+loop (``foretell_layers_q8``) is built there too. 2-core AMD EPYC (Zen 3, AVX2 only), a 0.5B-shaped pass of 24
+layers' linears, cold weights, int8 / bf16 route: 1 row 0.54x the time, 2 rows 0.65x, 4-16 rows 0.67-0.68x, 32 rows
+0.72x; plain decoding of the 0.5B 0.43x the time (100 -> 42 ms a token), the same tokens.
 
 Example::
 
@@ -403,7 +415,8 @@ class CpuGemm:
         if self._head_bounds_int8 is not None:
             self._head_bounds_int8.restype = ctypes.c_int
             self._head_bounds_int8.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 4
-        # int8 products on GGUF blocks (built only for AVX512-VNNI): llama.cpp's numerics, see linear_int8
+        # int8 products on GGUF blocks (VPDPBUSD with AVX512-VNNI, else VPMADDUBSW with AVX2): llama.cpp's numerics,
+        # see linear_int8
         self._linear_q8 = getattr(library, "foretell_linear_q8", None)
         self._q8_decode = getattr(library, "foretell_q8_decode", None)
         if self._linear_q8 is not None and self._q8_decode is not None:
@@ -557,8 +570,14 @@ class CpuGemm:
 
     @property
     def int8(self) -> bool:
-        """Whether this build has :meth:`linear_int8` (AVX512-VNNI)."""
+        """Whether this build has :meth:`linear_int8` (AVX512-VNNI, or AVX2 with FMA and F16C)."""
         return self._linear_q8 is not None
+
+    @property
+    def int8_many_rows(self) -> bool:
+        """Whether this build has the int8 route's many-row kernel and its panels (:meth:`gemm_int8`,
+        :meth:`panels`; AVX512-VNNI). An AVX2 build computes every pass's rows with :meth:`linear_int8`."""
+        return self._gemm_q8 is not None
 
     def int8_takes(self, blocks: GgufWeight | None) -> bool:
         """Whether :meth:`linear_int8` takes ``blocks``: Q5_0, Q8_0, Q4_K or Q6_K rows of a multiple of 64 values."""
@@ -568,7 +587,7 @@ class CpuGemm:
         """float32 [count, K]: the GGUF file's values of rows ``first`` to ``first + count`` (default: to the end) of
         ``blocks`` (ggml's reference decoder), what :meth:`linear_int8` multiplies by."""
         if not self.int8_takes(blocks):
-            raise TypeError("decode_blocks takes Q5_0, Q8_0, Q4_K or Q6_K blocks on a build with AVX512-VNNI")
+            raise TypeError("decode_blocks takes Q5_0, Q8_0, Q4_K or Q6_K blocks on a build with the int8 route")
         n, k = blocks.shape
         count = n - first if count is None else count
         if first < 0 or count < 0 or first + count > n:
@@ -581,7 +600,8 @@ class CpuGemm:
                     out: torch.Tensor | None = None) -> torch.Tensor:
         """float32 ``x`` W^T (+ ``bias``) for the weight W that ``blocks`` hold, computed as llama.cpp computes a
         quantized model: each row of ``x`` cut into blocks of 32 values, each scaled to int8 (by max |x| / 127),
-        the int8 products of a block summed exactly in int32 (VPDPBUSD), then scaled by the two blocks' scales in
+        the int8 products of a block summed exactly in int32 (VPDPBUSD; VPMADDUBSW on AVX2), then scaled by the
+        two blocks' scales in
         fp32. Not the bits of :meth:`linear` (nor its values exactly: int8 inputs), but every row's result depends
         on its own input row alone, in every call. Rows with an inf or NaN give NaN. Returns float32 [*, N]; ``out``:
         a float32 buffer of at least rows x N values to write into (the result is a view of it), as for
@@ -992,21 +1012,22 @@ def _compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
-def _build(cache_dir: Path) -> Path:
-    """Compile the kernel into ``cache_dir`` (once per source, flags, compiler and torch) and return the library."""
+def _build(cache_dir: Path, flags: tuple[str, ...] = FLAGS) -> Path:
+    """Compile the kernel into ``cache_dir`` (once per source, flags, compiler and torch) and return the library.
+    ``flags``: the compiler's (tests build the AVX2 variant on any x86 CPU with ``-march=haswell``)."""
     compiler = _compiler()
     if compiler is None:
         raise RuntimeError("no C compiler (cc) found")
     source = SOURCE.read_bytes()
     torch_lib = _torch_lib()
-    key = hashlib.sha256(b"|".join([source, " ".join(FLAGS).encode(), compiler.encode(), torch.__version__.encode(),
+    key = hashlib.sha256(b"|".join([source, " ".join(flags).encode(), compiler.encode(), torch.__version__.encode(),
                                     str(torch_lib).encode(), _cpu_model().encode()])).hexdigest()[:16]
     target = cache_dir / "kernels" / key / "libforetell_gemm.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    cmd = [compiler, *FLAGS, str(SOURCE), "-o", str(tmp), f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}"]
+    cmd = [compiler, *flags, str(SOURCE), "-o", str(tmp), f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {result.stderr.strip()[:500]}")

@@ -1,6 +1,6 @@
 """A whole pass of a Qwen2/Llama decoder's layers in one call of foretell's CPU kernel (``foretell_layers_q8``), for
-exact mode's int8 route (fp32 models on CPUs with AVX512-VNNI and neither AMX nor AVX512-BF16, where every linear
-layer computes its rows with int8 products on the GGUF file's blocks).
+exact mode's int8 route (fp32 models on CPUs with AVX512-VNNI or AVX2 and neither AMX nor AVX512-BF16, where every
+linear layer computes its rows with int8 products on the GGUF file's blocks).
 
 :class:`~foretell.engine.runner.LeanDecoder` runs a pass whose every row needs logits (a decode step, a verify pass
 of chains) as a Python loop over the layers: per layer about a dozen kernel calls (RMSNorm with the residual add,

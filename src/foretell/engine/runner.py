@@ -680,6 +680,10 @@ class ExactKernelLinear(torch.nn.Module):
             kernel_weight = torch.empty(0, dtype=torch.bfloat16)
             if not library:
                 self.dense = None
+        elif self.int8 is not None and not self.head:
+            # on the file's blocks (a build without panels: AVX2): every kernel row on linear_int8, so no bf16 copy;
+            # prompt chunks keep the library's weight
+            kernel_weight = torch.empty(0, dtype=torch.bfloat16)
         elif weight.dtype == torch.float32:
             narrow = cpu_gemm.exact_bf16(weight)
             kernel_weight = weight if narrow is None else narrow
@@ -924,9 +928,10 @@ def _int8_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGemm)
 
 def int8_by_default(gemm: CpuGemm | None) -> bool:
     """Whether exact mode's kernel rows take int8 products on GGUF blocks where a layer has them, when not asked:
-    on a CPU with AVX512-VNNI but neither AMX nor AVX512-BF16, where the model runs in fp32 (measured there: a
-    Cascade Lake Xeon). With native bf16 the kernel multiplies bf16 natively (AMX tiles, or VDPBF16PS on the
-    blocks), keeping the bf16 model's values; the int8 route is not measured there, so it is asked for."""
+    on a CPU with neither AMX nor AVX512-BF16, where the model runs in fp32: with AVX512-VNNI (measured on a
+    Cascade Lake Xeon) or AVX2 alone (VPMADDUBSW; an AMD EPYC Zen 3: plain decoding of the 0.5B 0.43x the time).
+    With native bf16 the kernel multiplies bf16 natively (AMX tiles, or VDPBF16PS on the blocks), keeping the bf16
+    model's values; the int8 route is not measured there, so it is asked for."""
     return gemm is not None and gemm.int8 and not gemm.amx and not gemm.bf16dot
 
 
