@@ -2982,26 +2982,25 @@ static inline __m256i a2_bits_to_bytes(const uint8_t *p) {
 
 static inline __attribute__((always_inline)) void a2_decode(const uint8_t *row, const int fmt, int g, int K,
                                                             a2_group *w) {
-    float ws[8] = {0}, mn[8] = {0};
+    /* the scales go into vectors from registers: scalars stored side by side and read back as one vector would
+     * stall each group on a store forwarding */
     if (fmt == GGUF_Q4_K) {
         const uint8_t *p = row + (size_t)g * 144;
-        const float d = half1(p), dmin = half1(p + 2);
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            q4k_scale_min(p + 4, j, &sc, &m);
-            ws[j] = d * (float)sc;
-            mn[j] = -dmin * (float)m;
-        }
+        int sc[8], m[8];
+        for (int j = 0; j < 8; j++) q4k_scale_min(p + 4, j, &sc[j], &m[j]);
+        w->ws = _mm256_mul_ps(_mm256_set1_ps(half1(p)), _mm256_cvtepi32_ps(
+            _mm256_setr_epi32(sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7])));
+        w->mn = _mm256_mul_ps(_mm256_set1_ps(-half1(p + 2)), _mm256_cvtepi32_ps(
+            _mm256_setr_epi32(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7])));
         for (int j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * j));
             w->v[2 * j] = a2_low4(q);
             w->v[2 * j + 1] = a2_high4(q);
         }
-        w->mn = _mm256_loadu_ps(mn);
     } else if (fmt == GGUF_Q6_K) {
         const uint8_t *p = row + (size_t)g * 210;
         const int8_t *sc = (const int8_t *)(p + 192);
-        const float d = half1(p + 208);
+        w->ws = _mm256_set1_ps(half1(p + 208));
         const __m256i three = _mm256_set1_epi8(3);
         for (int h = 0; h < 2; h++) {
             const __m256i la = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
@@ -3017,32 +3016,31 @@ static inline __attribute__((always_inline)) void a2_decode(const uint8_t *row, 
             w->v[4 * h + 3] = _mm256_or_si256(a2_high4(lb), h3);
         }
         for (int b = 0; b < 8; b++) {
-            ws[b] = d;
             w->mul[b] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * b + 1]), _mm_set1_epi16(sc[2 * b]));
         }
         w->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
     } else {
         const int first = 8 * g, count = K / 32 - first < 8 ? K / 32 - first : 8;
+        short h[8]; /* the blocks' fp16 scales (0 past the row's end) */
         for (int b = 0; b < 8; b++) {
+            h[b] = b < count ? (short)load_u16(row + (size_t)(first + b) * (fmt == GGUF_Q8_0 ? 34 : 22)) : 0;
             if (b >= count) {
                 w->v[b] = w->s[b] = _mm256_setzero_si256();
                 continue;
             }
             if (fmt == GGUF_Q8_0) {
                 const uint8_t *p = row + (size_t)(first + b) * 34;
-                ws[b] = half1(p);
                 w->s[b] = _mm256_loadu_si256((const __m256i *)(p + 2));
                 w->v[b] = _mm256_abs_epi8(w->s[b]); /* |-128| = 128 as an unsigned byte */
             } else { /* Q5_0 */
                 const uint8_t *p = row + (size_t)(first + b) * 22;
-                ws[b] = half1(p);
                 const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
                 const __m256i q = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);
                 w->v[b] = _mm256_or_si256(a2_low4(q), _mm256_and_si256(a2_bits_to_bytes(p + 2), _mm256_set1_epi8(16)));
             }
         }
+        w->ws = _mm256_cvtph_ps(_mm_setr_epi16(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]));
     }
-    w->ws = _mm256_loadu_ps(ws);
 }
 
 /* 8 vectors of 8 int32 as one whose lane b is the sum of vector b's lanes (in a fixed order) */
