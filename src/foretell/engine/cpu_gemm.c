@@ -2878,10 +2878,18 @@ typedef struct {
     int32_t *off;  /* Q5_0: M x 8 G, -16 times each block's sum of qx */
     int16_t *s16;  /* Q6_K: M x 16 G, each 16 values' sum of qx */
     float *xsum;   /* Q4_K: M x 8 G, each block's dx times its sum of qx */
+    int8_t *qxt;   /* passes of A2_T_ROWS rows and more: each group's qx transposed (a2_transpose) */
     int groups;
 } a2_input;
 
+/* Passes of this many rows and more take a2_group_dot_t: the weight group transposed once per
+ * row and group so that each vector lane is one block, its products summed as int16 where they fit, no
+ * horizontal adds per input row. The integer sums are the same integers, the float instructions the same: the
+ * same bits as a2_group_dot. */
+enum { A2_T_ROWS = 3 };
+
 static void a2_release(a2_input *in) {
+    free(in->qxt);
     free(in->qx);
     free(in->dx);
     free(in->off);
@@ -2901,6 +2909,26 @@ static inline float a2_hsum(__m256 v) { /* one fixed order */
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* out[j] lane b = in[b] lane j (8 x 8 int32): vector j then holds values 4j..4j + 3 of each of 8 blocks */
+static inline void a2_transpose(const __m256i in[8], __m256i out[8]) {
+    const __m256i t0 = _mm256_unpacklo_epi32(in[0], in[1]), t1 = _mm256_unpackhi_epi32(in[0], in[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(in[2], in[3]), t3 = _mm256_unpackhi_epi32(in[2], in[3]);
+    const __m256i t4 = _mm256_unpacklo_epi32(in[4], in[5]), t5 = _mm256_unpackhi_epi32(in[4], in[5]);
+    const __m256i t6 = _mm256_unpacklo_epi32(in[6], in[7]), t7 = _mm256_unpackhi_epi32(in[6], in[7]);
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    out[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    out[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    out[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    out[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    out[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    out[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    out[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    out[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
 /* the input rows scaled to int8 per block of 32 values, with what each format's offsets need; -2 for an inf or
@@ -2959,6 +2987,15 @@ static int a2_prepare(const float *x, int M, int K, int fmt, a2_input *in) {
         if (in->s16)
             for (int b = (K + 31) / 32; b < G * 8; b++)
                 in->s16[(size_t)m * G * 16 + 2 * b] = in->s16[(size_t)m * G * 16 + 2 * b + 1] = 0;
+    }
+    if (M >= A2_T_ROWS) {
+        in->qxt = aligned_alloc(64, (size_t)M * G * 256);
+        if (!in->qxt) return -1;
+        for (size_t i = 0; i < (size_t)M * G; i++) {
+            __m256i v[8];
+            for (int b = 0; b < 8; b++) v[b] = _mm256_load_si256((const __m256i *)(in->qx + 256 * i + 32 * b));
+            a2_transpose(v, (__m256i *)(in->qxt + 256 * i));
+        }
     }
     return 0;
 }
@@ -3101,6 +3138,48 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, 
     return acc;
 }
 
+/* a2_group_dot from the transposed group (vt: a2_transpose of the weight group's v, qxt the input group's; Q6_K:
+ * scl/sch each block's first and second half's sc as int16 pairs): lane b of every vector is block b, so the block
+ * sums are lane sums. Q4_K: the 8 vectors' pair sums as int16 (within 30480); Q5_0: two halves of 4 (31496);
+ * Q6_K: pairs of vectors (32004), each by its half's sc. The same integers, then a2_group_dot's instructions. */
+static inline __attribute__((always_inline)) __m256 a2_group_dot_t(const int fmt, const a2_group *w,
+                                                                   const __m256i vt[8], const __m256i st[8],
+                                                                   __m256i scl, __m256i sch, const a2_input *in,
+                                                                   size_t i, const int8_t *qxt, __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p[8], sum;
+    for (int j = 0; j < 8; j++) {
+        const __m256i xv = _mm256_load_si256((const __m256i *)(qxt + 32 * j));
+        p[j] = _mm256_maddubs_epi16(vt[j], fmt == GGUF_Q8_0 ? _mm256_sign_epi8(xv, st[j]) : xv);
+    }
+    if (fmt == GGUF_Q8_0) { /* pairs within 32512: each vector widened alone */
+        const __m256i a = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p[0], ones), _mm256_madd_epi16(p[1], ones)),
+                                           _mm256_add_epi32(_mm256_madd_epi16(p[2], ones), _mm256_madd_epi16(p[3], ones)));
+        const __m256i b = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p[4], ones), _mm256_madd_epi16(p[5], ones)),
+                                           _mm256_add_epi32(_mm256_madd_epi16(p[6], ones), _mm256_madd_epi16(p[7], ones)));
+        sum = _mm256_add_epi32(a, b);
+    } else if (fmt == GGUF_Q4_K) {
+        const __m256i a = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+        const __m256i b = _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7]));
+        sum = _mm256_madd_epi16(_mm256_add_epi16(a, b), ones);
+    } else if (fmt == GGUF_Q5_0) {
+        const __m256i a = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+        const __m256i b = _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7]));
+        sum = _mm256_add_epi32(_mm256_madd_epi16(a, ones), _mm256_madd_epi16(b, ones));
+        sum = _mm256_add_epi32(sum, _mm256_loadu_si256((const __m256i *)(in->off + i)));
+    } else { /* Q6_K: values 4j..4j + 3 of a block are its first half for j < 4 */
+        const __m256i a = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), scl),
+                                           _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), scl));
+        const __m256i b = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[4], p[5]), sch),
+                                           _mm256_madd_epi16(_mm256_add_epi16(p[6], p[7]), sch));
+        sum = _mm256_sub_epi32(_mm256_add_epi32(a, b), _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(in->s16 + 2 * i)), w->sc16), 5));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w->ws, _mm256_loadu_ps(in->dx + i)), acc);
+    if (fmt == GGUF_Q4_K) acc = _mm256_fmadd_ps(w->mn, _mm256_loadu_ps(in->xsum + i), acc);
+    return acc;
+}
+
 enum { A2_NB = 4 }; /* weight rows a thread takes at a time */
 
 /* weight rows [n0, n0 + nb) against all M input rows; acc: M vectors of scratch */
@@ -3114,6 +3193,23 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
         for (int g = 0; g < G; g++) {
             a2_group grp;
             a2_decode(row, fmt, g, K, &grp);
+            if (in->qxt) {
+                __m256i vt[8], st[8], scl = _mm256_setzero_si256(), sch = _mm256_setzero_si256();
+                a2_transpose(grp.v, vt);
+                if (fmt == GGUF_Q8_0) a2_transpose(grp.s, st);
+                if (fmt == GGUF_Q6_K) {
+                    const int8_t *sc = (const int8_t *)(row + (size_t)g * 210 + 192);
+                    scl = _mm256_setr_epi16(sc[0], sc[0], sc[2], sc[2], sc[4], sc[4], sc[6], sc[6], sc[8], sc[8],
+                                            sc[10], sc[10], sc[12], sc[12], sc[14], sc[14]);
+                    sch = _mm256_setr_epi16(sc[1], sc[1], sc[3], sc[3], sc[5], sc[5], sc[7], sc[7], sc[9], sc[9],
+                                            sc[11], sc[11], sc[13], sc[13], sc[15], sc[15]);
+                }
+                for (int m = 0; m < M; m++) {
+                    const size_t i = ((size_t)m * G + g) * 8;
+                    acc[m] = a2_group_dot_t(fmt, &grp, vt, st, scl, sch, in, i, in->qxt + 32 * i, acc[m]);
+                }
+                continue;
+            }
             for (int m = 0; m < M; m++) {
                 const size_t i = ((size_t)m * G + g) * 8;
                 acc[m] = a2_group_dot(fmt, &grp, in, i, in->qx + 32 * i, acc[m]);
