@@ -286,13 +286,18 @@ Whole passes of the 0.5B (600 cached tokens, two runners in one process alternat
 AVX2 build's ``foretell_linear_q8`` takes the same blocks and the same int8 inputs (blocks of 32, the same
 integers and scales) with VPMADDUBSW (unsigned weight bytes times signed inputs, pairs into int16: exact here, the
 weights' bytes being at most 63, or Q8_0's |q| <= 128 against |qx| <= 127) and VPMADDWD (pairs into int32; for Q6_K
-by each 16 values' scale). Per weight row and group of 8 blocks its 8 int32 sums go into one vector (horizontal
-adds, as int16 while Q4_K's and Q5_0's sums fit), are converted and scaled by 8 weight times 8 input scales into 8
-float lanes, summed in one fixed order at the end: each row alone, whatever M. No panels, no many-row kernel: the
-prompt chunks take the library's fp32 weights (kept), and no bf16 copy is kept (no pass reads it). The whole-pass
-loop (``foretell_layers_q8``) is built there too. 2-core AMD EPYC (Zen 3, AVX2 only), a 0.5B-shaped pass of 24
-layers' linears, cold weights, int8 / bf16 route: 1 row 0.54x the time, 2 rows 0.65x, 4-16 rows 0.67-0.68x, 32 rows
-0.72x; plain decoding of the 0.5B 0.43x the time (100 -> 42 ms a token), the same tokens.
+by each 16 values' scale). Per weight row and group of 8 blocks its 8 int32 sums go into one vector, are converted
+and scaled by 8 weight times 8 input scales into 8 float lanes, summed in one fixed order at the end: each row
+alone, whatever M. Passes of 1-2 rows get the 8 sums by horizontal adds (as int16 while Q4_K's and Q5_0's sums
+fit); passes of 3 rows and more transpose each weight group once (and the inputs once per call) so that a lane is
+a block, and add the products as int16 where they fit, with no horizontal adds per row: the same integers, then
+the same float instructions, so the same bits (16-row calls 0.65-0.88x the time). No panels, no many-row kernel:
+the prompt chunks take the library's fp32 weights (kept), and no bf16 copy is kept (no pass reads it). The
+whole-pass loop (``foretell_layers_q8``) is built there too. 2-core AMD EPYC (Zen 3, AVX2 only), a 0.5B-shaped pass
+of 24 layers' linears, cold weights, int8 / bf16 route (before the transposed path): 1 row 0.54x the time, 2 rows
+0.65x, 4-16 rows 0.67-0.68x, 32 rows 0.72x; plain decoding of the 0.5B 0.43x the time (100 -> 42 ms a token), the
+same tokens. The cost curve with the transposed path: 16 tokens 3.8 one-token passes (5.4 without), 64 tokens
+14.9 (20.3).
 
 Example::
 
