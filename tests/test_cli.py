@@ -58,7 +58,7 @@ def test_serve_options_map_to_engine_config():
     assert (cfg.argmax_head, cfg.layer_glue) == (True, True)
     off = cli._engine_config(cli.build_parser().parse_args(["serve", "--no-argmax-head", "--no-layer-glue"]))
     assert (off.argmax_head, off.layer_glue) == (False, False)
-    assert cfg.int8_linears is None  # auto: on with AVX512-VNNI and no AMX (runner.int8_by_default)
+    assert cfg.int8_linears is None  # auto: on without AMX and AVX512-BF16 (runner.int8_by_default)
     assert cli._engine_config(cli.build_parser().parse_args(["serve", "--no-int8-linears"])).int8_linears is False
     assert cli._engine_config(cli.build_parser().parse_args(["serve", "--int8-linears"])).int8_linears is True
 

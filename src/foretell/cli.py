@@ -45,9 +45,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    "may differ in the last bit, so a near-tie may decode differently than with the flag)")
     int8 = g.add_mutually_exclusive_group()
     int8.add_argument("--int8-linears", dest="int8_linears", action="store_const", const=True, default=None,
-                      help="exact mode on a CPU with AVX512-VNNI: linear layers converted from GGUF blocks (Q5_0, Q8_0, "
-                      "Q4_K) compute decode and verify rows as llama.cpp does, with int8 inputs and exact int32 sums "
-                      "(fewer bytes read; not the bf16 model's values). Default: on with VNNI but neither AMX nor "
+                      help="exact mode on a CPU with AVX512-VNNI or AVX2: linear layers converted from GGUF blocks "
+                      "(Q5_0, Q8_0, Q4_K, Q6_K) compute decode and verify rows as llama.cpp does, with int8 inputs and "
+                      "exact int32 sums (fewer bytes read; not the bf16 model's values). Default: on without AMX and "
                       "AVX512-BF16 (fp32 exact mode)")
     int8.add_argument("--no-int8-linears", dest="int8_linears", action="store_const", const=False,
                       help="keep the bf16 weights' route where int8 products would be on by default")

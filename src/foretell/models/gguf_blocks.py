@@ -6,8 +6,8 @@ Q4_K: 0.56). At conversion, :func:`save_blocks` stores each linear layer's raw b
 (:data:`BLOCKS_FILE`: safetensors, uint8 tensors named as the model's weights, their GGUF types in the metadata);
 :func:`attach_blocks` hands them to the layers at load time, and foretell's CPU kernel reads them for short passes
 where it decodes them to exactly the layer's bf16 weights (checked per layer, :mod:`foretell.engine.runner`), so
-the outputs keep every bit; in fp32 on CPUs with VNNI it multiplies them with int8 inputs, as llama.cpp does
-(:meth:`foretell.engine.cpu_gemm.CpuGemm.linear_int8`).
+the outputs keep every bit; in fp32 on CPUs without native bf16 (VNNI, or AVX2 alone) it multiplies them with int8
+inputs, as llama.cpp does (:meth:`foretell.engine.cpu_gemm.CpuGemm.linear_int8`).
 
 Only files whose tensors transformers loads unchanged are kept (no per-architecture reordering, such as llama's
 permuted query and key rows), and only the block formats the kernel reads (:data:`GGUF_BLOCKS
