@@ -2937,10 +2937,11 @@ static int a2_prepare(const float *x, int M, int K, int fmt, a2_input *in) {
     const int G = (K + 255) / 256;
     in->groups = G;
     in->qx = aligned_alloc(64, (size_t)M * G * 256);
-    in->dx = aligned_alloc(64, (size_t)M * G * 8 * sizeof(float));
-    in->off = fmt == GGUF_Q5_0 ? aligned_alloc(64, (size_t)M * G * 8 * sizeof(int32_t)) : NULL;
-    in->s16 = fmt == GGUF_Q6_K ? aligned_alloc(64, (size_t)M * G * 16 * sizeof(int16_t)) : NULL;
-    in->xsum = fmt == GGUF_Q4_K ? aligned_alloc(64, (size_t)M * G * 8 * sizeof(float)) : NULL;
+    const size_t per_block = ((size_t)M * G * 32 + 63) / 64 * 64; /* 8 floats or ints a group, whole lines */
+    in->dx = aligned_alloc(64, per_block);
+    in->off = fmt == GGUF_Q5_0 ? aligned_alloc(64, per_block) : NULL;
+    in->s16 = fmt == GGUF_Q6_K ? aligned_alloc(64, per_block) : NULL; /* 16 int16 a group */
+    in->xsum = fmt == GGUF_Q4_K ? aligned_alloc(64, per_block) : NULL;
     if (!in->qx || !in->dx || (fmt == GGUF_Q5_0 && !in->off) || (fmt == GGUF_Q6_K && !in->s16)
         || (fmt == GGUF_Q4_K && !in->xsum))
         return -1;
