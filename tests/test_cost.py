@@ -441,3 +441,41 @@ def test_the_engine_prices_drafts_at_each_requests_context(monkeypatch):
         passes[name] = outs[-1].stats.forward_passes - outs[-1].stats.prefill_passes
         assert heard and all((extra > 0) == (name == "dear") for _, extra in heard)
     assert passes["free"] < 20 and passes["dear"] >= 40
+
+
+class RouteRunner(SlowRunner):
+    """A prompt chunk of n rows (plus its last token) takes ``unit * n`` on ``clock`` on the kernel and
+    ``unit * (fixed + n / speedup)`` on the library GEMM: the library packs its weights at every call, which short
+    chunks do not amortise (the 0.5B on a Zen 3 EPYC: 590 ms for 20 prompt tokens, 207 ms on the kernel). No model
+    runs."""
+
+    def __init__(self, clock: FakeClock, fixed: float, speedup: float, unit: float = 0.001):
+        super().__init__(delay=0.0, run_model=False)
+        self.clock, self.unit, self.fixed, self.speedup = clock, unit, fixed, speedup
+        self.routes: list[tuple[int, bool]] = []
+
+    def forward(self, segments, **kwargs):
+        (seg,) = segments
+        n = len(seg.tokens) - seg.num_logits
+        self.routes.append((n, seg.prompt_on_kernel))
+        self.clock.sleep(self.unit * (n if seg.prompt_on_kernel else self.fixed + n / self.speedup))
+
+
+@pytest.mark.parametrize("fixed, speedup, rows", [(100.0, 1.25, 256), (100.0, 2.0, 128), (0.0, 2.0, 0),
+                                                  (40.0, 1.5, 64)])
+def test_prompt_chunks_run_on_the_kernel_up_to_where_the_library_gemm_is_faster(clock, fixed, speedup, rows):
+    """Both routes timed per chunk size; the answer is the largest size the kernel won before the library's route
+    was as fast (crossovers here: 500, 200 and 120 rows), 0 where the kernel never won."""
+    runner = RouteRunner(clock, fixed, speedup)
+    assert cost.measure_prompt_kernel_rows(runner, chunk=512) == rows
+    assert {on for _, on in runner.routes} == {False, True}
+    assert max(n for n, _ in runner.routes) == min(2 * rows, 256) if rows else 16  # stops at the first loss
+
+
+def test_the_prompt_route_is_measured_once_and_cached(tmp_path, clock):
+    runner = RouteRunner(clock, fixed=100.0, speedup=2.0)
+    assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 512) == 128
+    timed = len(runner.routes)
+    assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 512) == 128 and len(runner.routes) == timed
+    assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 64) == 32  # another chunk size: measured anew
+    assert len(runner.routes) > timed

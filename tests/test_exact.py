@@ -363,8 +363,11 @@ def test_auto_prompt_kernel_rows_follow_the_kernel_and_the_cost_curve(runner, mo
     monkeypatch.setattr(ModelRunner, "kernel_on_amx", property(lambda self: False))
     assert prompt_kernel_rows(runner, cost, config) == 15  # a pass of 16 rows (15 + the last token) costs 2
     assert prompt_kernel_rows(runner, cost, EngineConfig(exact=True, exact_prompt_kernel_rows=3)) == 3
+    assert prompt_kernel_rows(runner, cost, config, measure=lambda: 200) == 200  # where both routes were timed
+    assert prompt_kernel_rows(runner, cost, EngineConfig(exact=True, exact_prompt_kernel_rows=3), lambda: 200) == 3
     monkeypatch.setattr(ModelRunner, "kernel_on_amx", property(lambda self: True))
     assert prompt_kernel_rows(runner, cost, config) == 512
+    assert prompt_kernel_rows(runner, cost, config, measure=lambda: 1 / 0) == 512  # not measured on AMX tiles
 
 
 def test_kernel_route_sends_prompt_chunks_to_the_library_gemm_and_other_rows_to_the_kernel(runner):

@@ -161,7 +161,8 @@ class EngineConfig:
     # exact mode on foretell's kernel: prompt chunks of at most this many rows run on the kernel, each row alone as
     # decode rows do (a short prompt reads the weights once, not twice; such a chunk's KV is reusable from the
     # prefix cache at any length). None = auto: every chunk where the kernel runs on AMX tiles (faster there at
-    # every size), elsewhere chunks whose kernel pass costs at most two one-token passes; 0 = off
+    # every size), elsewhere the chunk sizes start-up found faster on the kernel than on the library GEMM (with the
+    # cost curve; without a measurement, chunks whose kernel pass costs at most two one-token passes); 0 = off
     exact_prompt_kernel_rows: int | None = None
     # fp32 on a CPU: "dispatch" = per pass size, MKL or foretell's GEMM (engine/cpu_gemm.py; oneDNN packed, a
     # second copy of the weights, where it cannot be built), whichever start-up measured faster for whole

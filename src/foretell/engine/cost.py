@@ -46,6 +46,8 @@ MAX_SPREAD = 1.25  # a curve whose paired ratios of one size varied more (median
 REFERENCE_CONTEXT = 256  # the curve is measured after this many cached keys
 FAR_KEYS = 1536  # and the attention's share after this many more
 ATTENTION_SIZES = (1, 8, 16, 32, 64)  # the pass sizes timed at both contexts (those the curve measured)
+PROMPT_ROUTE_SIZES = (16, 32, 64, 128, 256)  # prompt chunk rows timed on the kernel and on the library GEMM
+PROMPT_ROUTE_CLOSE = 0.15  # two routes within this share of each other are timed once more
 
 
 def measure_cost_points(runner: ModelRunner, context: int = REFERENCE_CONTEXT, rounds: int = 4,
@@ -184,6 +186,61 @@ def _affordable_sizes(runner: ModelRunner, kv: SeqKV, vocab: int, gen: torch.Gen
     return sizes
 
 
+def measure_prompt_kernel_rows(runner: ModelRunner, chunk: int) -> int:
+    """The most rows a prompt chunk may have and still run faster on exact mode's kernel (each row alone, as decode
+    rows are) than on the library GEMM (``KVPool.kernel_rows``). Chunks of each size in
+    :data:`PROMPT_ROUTE_SIZES` below ``chunk``, plus the prompt's last token, from an empty cache, timed on both
+    routes one after the other (a second pair where they came within :data:`PROMPT_ROUTE_CLOSE`), after an
+    untimed pair. The sizes stop at the first one where the library's route is as fast: the answer is the last size
+    the kernel won (0 if none). On a 2-core EPYC (Zen 3, AVX2, the 0.5B on int8 products) the library's route
+    took 590 ms for a 20-token prompt and the kernel's 207 ms; 1054 and 663 ms for 84 tokens; 2538 and 2674 ms for
+    324 (the library's GEMM packs its fp32 weights at every call, which short chunks do not amortise); the cost
+    curve's bound (a kernel pass of at most two one-token passes) had let 5 rows run there."""
+    gen = torch.Generator().manual_seed(2)
+
+    def timed(n: int, on_kernel: bool) -> float:
+        kv = SeqKV(runner.kv_shape, capacity=n + 1, max_capacity=n + 1)
+        tokens = torch.randint(0, runner.vocab_size, (n + 1,), generator=gen).tolist()
+        synchronize(runner.device)
+        start = time.perf_counter()
+        runner.forward([Segment(kv, tokens, num_logits=1, prompt_on_kernel=on_kernel, argmax_only=True)],
+                       reuse_logits=True)
+        synchronize(runner.device)
+        return time.perf_counter() - start
+
+    sizes = [n for n in PROMPT_ROUTE_SIZES if n < chunk]
+    if sizes:
+        timed(sizes[0], False), timed(sizes[0], True)  # warm-up
+    won = 0
+    for n in sizes:
+        library, kernel = timed(n, False), timed(n, True)
+        if abs(library - kernel) < PROMPT_ROUTE_CLOSE * min(library, kernel):
+            library, kernel = library + timed(n, False), kernel + timed(n, True)
+        if kernel >= library:
+            break
+        won = n
+    return won
+
+
+def cached_prompt_kernel_rows(runner: ModelRunner, model_key: str, cache_dir: Path, chunk: int,
+                              plan: KernelPlan | None = None) -> int:
+    """:func:`measure_prompt_kernel_rows`, measured once per model, route and machine (as the cost curve) and
+    prompt chunk size, then read from a JSON file beside the curve's."""
+    key = f"prompt route|chunk={chunk}|{_cost_key(runner, model_key, plan)}"
+    path = cache_dir / f"prompt-route-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    try:
+        return int(json.loads(path.read_text())["rows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    rows = measure_prompt_kernel_rows(runner, chunk)
+    log.info("prompt chunks of up to %d rows run on the kernel (faster there than on the library GEMM)", rows)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"key": key, "rows": rows}))
+    tmp.replace(path)
+    return rows
+
+
 def valid_cost_points(points) -> dict[int, float] | None:
     """``points`` as ``{n: ratio}`` when they make a valid :class:`CostModel`, else None."""
     try:
@@ -203,12 +260,7 @@ def cached_cost_model(runner: ModelRunner, model_key: str, cache_dir: Path,
     Always returns a valid model: an invalid cache file is ignored (and replaced), an invalid measurement
     falls back to ``DEFAULT_COST_POINTS`` and is not cached, so the next start measures again.
     """
-    key = f"v6|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
-    gemm = cpu_gemm.load() if runner.device.type == "cpu" else None
-    if gemm is not None:  # a new build of foretell's kernels (linears, attention) prices passes anew
-        key = f"{key}|cpu_gemm={gemm.path.parent.name}{'+amx' if gemm.amx else ''}"
-    if plan is not None:
-        key = f"v4|kernel plan per shape|{key}"
+    key = _cost_key(runner, model_key, plan)
     path = cache_dir / f"cost-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
     cached = _read_cached(path, plan)
     if cached is not None:
@@ -241,6 +293,18 @@ def cached_cost_model(runner: ModelRunner, model_key: str, cache_dir: Path,
     tmp.write_text(json.dumps(record, indent=1))
     tmp.replace(path)  # atomic: a concurrent start never reads half a file
     return CostModel(measured, attention)
+
+
+def _cost_key(runner: ModelRunner, model_key: str, plan: KernelPlan | None = None) -> str:
+    """What a measurement on this machine is cached under: the model and route, dtype, device, torch, the CPU count
+    and foretell's kernel build."""
+    key = f"v6|{model_key}|{runner.kv_shape.dtype}|{runner.device}|{torch.__version__}|{os.cpu_count()}"
+    gemm = cpu_gemm.load() if runner.device.type == "cpu" else None
+    if gemm is not None:  # a new build of foretell's kernels (linears, attention) prices passes anew
+        key = f"{key}|cpu_gemm={gemm.path.parent.name}{'+amx' if gemm.amx else ''}"
+    if plan is not None:
+        key = f"v4|kernel plan per shape|{key}"
+    return key
 
 
 def _read_cached(path: Path, plan: KernelPlan | None = None) -> CostModel | None:

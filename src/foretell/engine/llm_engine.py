@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from typing import Callable
 
 import torch
 
@@ -76,7 +77,7 @@ class LLMEngine:
     @classmethod
     def from_config(cls, config: EngineConfig) -> tuple["LLMEngine", str]:
         """Load the configured model (default, HF directory or .gguf) and measure its cost curve."""
-        from foretell.engine.cost import cached_cost_model
+        from foretell.engine.cost import cached_cost_model, cached_prompt_kernel_rows
         from foretell.models.loader import load_model, load_tokenizer, pick_device, pick_dtype, resolve_model
         from foretell.paths import cache_dir
 
@@ -128,7 +129,9 @@ class LLMEngine:
                 route += "|lean"
             key = f"{resolved.path}|prepacked={prepacked}{route}"
             engine.cost = cached_cost_model(engine.runner, key, cache_dir() / "cost", plan)
-            engine.pool.kernel_rows = prompt_kernel_rows(engine.runner, engine.cost, config)  # before any request
+            engine.pool.kernel_rows = prompt_kernel_rows(  # before any request
+                engine.runner, engine.cost, config,
+                lambda: cached_prompt_kernel_rows(engine.runner, key, cache_dir() / "cost", config.prefill_chunk, plan))
             engine.calibrator = CostCalibrator(engine.cost.points, attention=engine.cost.attention)
         return engine, resolved.name
 
@@ -446,19 +449,24 @@ def _cpu_linears(model, packed_only: bool, lean: bool = False) -> tuple[str | bo
     return ("dispatch" if plan.kernel == "packed" else f"dispatch+{plan.kernel}"), plan
 
 
-def prompt_kernel_rows(runner: ModelRunner, cost: CostModel, config: EngineConfig) -> int:
+def prompt_kernel_rows(runner: ModelRunner, cost: CostModel, config: EngineConfig,
+                       measure: Callable[[], int] | None = None) -> int:
     """How many rows a prompt chunk may have and still run on exact mode's kernel (``KVPool.kernel_rows``); 0
     outside exact mode on foretell's kernel. Auto (``config.exact_prompt_kernel_rows`` None): every chunk where
     the kernel runs on AMX tiles (a 2-core Sapphire Rapids, the 0.5B: 0.43x the time of the library route for a
-    16-token prompt, 0.48x for 64, 0.66x for 128, 0.82x for 256, 0.90x for 384 and 511); elsewhere the chunks
-    whose kernel pass costs at most two one-token passes on the cost curve, as the library route costs at least
-    that: one read of the weights for the chunk and another for the rows that need logits."""
+    16-token prompt, 0.48x for 64, 0.66x for 128, 0.82x for 256, 0.90x for 384 and 511); elsewhere what
+    ``measure`` finds (:func:`foretell.engine.cost.cached_prompt_kernel_rows`: both routes timed, where the cost
+    curve is measured), else the chunks whose kernel pass costs at most two one-token passes on the cost curve,
+    as the library route costs at least that: one read of the weights for the chunk and another for the rows that
+    need logits."""
     if not (runner.exact and runner.exact_kernel and runner.attention_kernel is not None):
         return 0
     if config.exact_prompt_kernel_rows is not None:
         return config.exact_prompt_kernel_rows
     if runner.kernel_on_amx:
         return config.prefill_chunk
+    if measure is not None:
+        return measure()
     cheap = cost.span(1, config.prefill_chunk) <= 2.0  # passes of the prompt's last token + 0, 1, ... chunk rows
     return config.prefill_chunk if cheap.all() else max(0, int(cheap.argmin()) - 1)
 
