@@ -461,15 +461,17 @@ class RouteRunner(SlowRunner):
         self.clock.sleep(self.unit * (n if seg.prompt_on_kernel else self.fixed + n / self.speedup))
 
 
-@pytest.mark.parametrize("fixed, speedup, rows", [(100.0, 1.25, 256), (100.0, 2.0, 128), (0.0, 2.0, 0),
-                                                  (40.0, 1.5, 64)])
-def test_prompt_chunks_run_on_the_kernel_up_to_where_the_library_gemm_is_faster(clock, fixed, speedup, rows):
-    """Both routes timed per chunk size; the answer is the largest size the kernel won before the library's route
-    was as fast (crossovers here: 500, 200 and 120 rows), 0 where the kernel never won."""
+@pytest.mark.parametrize("fixed, speedup, rows, largest", [(100.0, 1.25, 384, 511), (100.0, 2.0, 128, 256),
+                                                           (0.0, 2.0, 0, 16), (40.0, 1.5, 64, 128),
+                                                           (100.0, 1.0, 512, 511)])
+def test_prompt_chunks_run_on_the_kernel_up_to_where_the_library_gemm_is_faster(clock, fixed, speedup, rows, largest):
+    """Both routes timed per chunk size, then a last chunk's most rows (511); the answer is the largest size the
+    kernel won before the library's route was as fast (crossovers here: 500, 200 and 120 rows), 0 where the kernel
+    never won, the whole chunk where it won every size; the sizes stop at the first loss."""
     runner = RouteRunner(clock, fixed, speedup)
     assert cost.measure_prompt_kernel_rows(runner, chunk=512) == rows
     assert {on for _, on in runner.routes} == {False, True}
-    assert max(n for n, _ in runner.routes) == min(2 * rows, 256) if rows else 16  # stops at the first loss
+    assert max(n for n, _ in runner.routes) == largest
 
 
 def test_the_prompt_route_is_measured_once_and_cached(tmp_path, clock):
@@ -477,5 +479,5 @@ def test_the_prompt_route_is_measured_once_and_cached(tmp_path, clock):
     assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 512) == 128
     timed = len(runner.routes)
     assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 512) == 128 and len(runner.routes) == timed
-    assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 64) == 32  # another chunk size: measured anew
+    assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 64) == 64  # another chunk size: measured anew
     assert len(runner.routes) > timed

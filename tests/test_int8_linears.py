@@ -117,8 +117,8 @@ def test_the_blocks_decode_as_gguf_decodes_them(kernels, fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(kernels, fmt):
     """Against the float64 reference (to float32 rounding of the sums), with an outlier channel and a bias; every
-    row the same bits alone and in passes of 1-9 rows (up to 8 decode the weights in registers, 9 through the
-    interleaved buffer); a row with an inf is NaN, the others unchanged. Rows of 576 values (Q5_0, Q8_0): two
+    row the same bits alone and in passes of 1-9, 33 and 57 rows (each way each build sums the products); a row
+    with an inf is NaN, the others unchanged. Rows of 576 values (Q5_0, Q8_0): two
     groups of 256 and a chunk after them."""
     width = 512 if fmt in ("Q4_K", "Q6_K") else 576
     weight, decoded = blocks_of(fmt, 37, width, seed=2)
@@ -136,8 +136,10 @@ def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(kernels, fm
         for start in range(0, 9 - rows + 1, 4):
             part = kernels.linear_int8(x[start : start + rows].clone(), weight, bias)
             assert torch.equal(part, got[start : start + rows])
-    many = torch.cat([x, torch.randn(24, width, generator=torch.Generator().manual_seed(3))])
-    assert torch.equal(kernels.linear_int8(many, weight, bias)[:9], got)  # 33 rows: 8 tiles and one of 1
+    many = torch.cat([x, torch.randn(48, width, generator=torch.Generator().manual_seed(3))])
+    assert torch.equal(kernels.linear_int8(many[:33], weight, bias)[:9], got)  # 33 rows: 8 tiles and one of 1
+    # 57 rows: AVX2's passes of 48 rows and more read each input group once for 4 weight rows (a2_rows_xs)
+    assert torch.equal(kernels.linear_int8(many, weight, bias)[:9], got)
     broken = x.clone()
     broken[3, 100] = float("inf")
     out = kernels.linear_int8(broken, weight, bias)

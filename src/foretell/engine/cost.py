@@ -46,7 +46,7 @@ MAX_SPREAD = 1.25  # a curve whose paired ratios of one size varied more (median
 REFERENCE_CONTEXT = 256  # the curve is measured after this many cached keys
 FAR_KEYS = 1536  # and the attention's share after this many more
 ATTENTION_SIZES = (1, 8, 16, 32, 64)  # the pass sizes timed at both contexts (those the curve measured)
-PROMPT_ROUTE_SIZES = (16, 32, 64, 128, 256)  # prompt chunk rows timed on the kernel and on the library GEMM
+PROMPT_ROUTE_SIZES = (16, 32, 64, 128, 256, 384)  # prompt chunk rows timed on the kernel and on the library GEMM
 PROMPT_ROUTE_CLOSE = 0.15  # two routes within this share of each other are timed once more
 
 
@@ -191,11 +191,14 @@ def measure_prompt_kernel_rows(runner: ModelRunner, chunk: int) -> int:
     rows are) than on the library GEMM (``KVPool.kernel_rows``). Chunks of each size in
     :data:`PROMPT_ROUTE_SIZES` below ``chunk``, plus the prompt's last token, from an empty cache, timed on both
     routes one after the other (a second pair where they came within :data:`PROMPT_ROUTE_CLOSE`), after an
-    untimed pair. The sizes stop at the first one where the library's route is as fast: the answer is the last size
-    the kernel won (0 if none). On a 2-core EPYC (Zen 3, AVX2, the 0.5B on int8 products) the library's route
+    untimed pair, then a last chunk's most rows (``chunk - 1``). The sizes stop at the first one where the library's
+    route is as fast: the answer is the last size the kernel won (0 if none; ``chunk`` if it won them all: every
+    chunk on the kernel). On a 2-core EPYC (Zen 3, AVX2, the 0.5B on int8 products) the library's route
     took 590 ms for a 20-token prompt and the kernel's 207 ms; 1054 and 663 ms for 84 tokens; 2538 and 2674 ms for
     324 (the library's GEMM packs its fp32 weights at every call, which short chunks do not amortise); the cost
-    curve's bound (a kernel pass of at most two one-token passes) had let 5 rows run there."""
+    curve's bound (a kernel pass of at most two one-token passes) had let 5 rows run there. Once the kernel's passes
+    of 48 rows and more read each input group once for 4 weight rows (``a2_rows_xs``), it won at every size there:
+    403 tokens 3.21 -> 2.47 s."""
     gen = torch.Generator().manual_seed(2)
 
     def timed(n: int, on_kernel: bool) -> float:
@@ -208,7 +211,7 @@ def measure_prompt_kernel_rows(runner: ModelRunner, chunk: int) -> int:
         synchronize(runner.device)
         return time.perf_counter() - start
 
-    sizes = [n for n in PROMPT_ROUTE_SIZES if n < chunk]
+    sizes = [n for n in PROMPT_ROUTE_SIZES if n < chunk - 1] + [chunk - 1]  # a last chunk's most rows
     if sizes:
         timed(sizes[0], False), timed(sizes[0], True)  # warm-up
     won = 0
@@ -219,7 +222,7 @@ def measure_prompt_kernel_rows(runner: ModelRunner, chunk: int) -> int:
         if kernel >= library:
             break
         won = n
-    return won
+    return chunk if won == chunk - 1 else won  # faster up to a whole chunk: every chunk
 
 
 def cached_prompt_kernel_rows(runner: ModelRunner, model_key: str, cache_dir: Path, chunk: int,
