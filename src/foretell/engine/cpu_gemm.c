@@ -3140,15 +3140,37 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, 
     return acc;
 }
 
-/* a2_group_dot from the transposed group (vt: a2_transpose of the weight group's v, xv the input group's 8 vectors
- * from qxt; Q6_K: scl/sch each block's first and second half's sc as int16 pairs): lane b of every vector is block
- * b, so the block sums are lane sums. Q4_K: the 8 vectors' pair sums as int16 (within 30480); Q5_0: two halves of
+/* a weight group decoded (a2_decode) and transposed for a2_group_dot_t: vt (and Q8_0's signs st) as a2_transpose
+ * lays them out, Q6_K's sc as scl/sch */
+typedef struct {
+    a2_group grp;
+    __m256i vt[8], st[8], scl, sch;
+} a2_tgroup;
+
+static inline __attribute__((always_inline)) void a2_decode_t(const uint8_t *row, const int fmt, int g, int K,
+                                                              a2_tgroup *t) {
+    a2_decode(row, fmt, g, K, &t->grp);
+    a2_transpose(t->grp.v, t->vt);
+    if (fmt == GGUF_Q8_0) a2_transpose(t->grp.s, t->st);
+    t->scl = t->sch = _mm256_setzero_si256();
+    if (fmt == GGUF_Q6_K) {
+        const int8_t *sc = (const int8_t *)(row + (size_t)g * 210 + 192);
+        t->scl = _mm256_setr_epi16(sc[0], sc[0], sc[2], sc[2], sc[4], sc[4], sc[6], sc[6], sc[8], sc[8], sc[10],
+                                   sc[10], sc[12], sc[12], sc[14], sc[14]);
+        t->sch = _mm256_setr_epi16(sc[1], sc[1], sc[3], sc[3], sc[5], sc[5], sc[7], sc[7], sc[9], sc[9], sc[11],
+                                   sc[11], sc[13], sc[13], sc[15], sc[15]);
+    }
+}
+
+/* a2_group_dot from the transposed group (t: a2_decode_t's, xv the input group's 8 vectors from qxt): lane b of
+ * every vector is block b, so the block sums are lane sums. Q4_K: the 8 vectors' pair sums as int16 (within 30480); Q5_0: two halves of
  * 4 (31496); Q6_K: pairs of vectors (32004), each by its half's sc. The same integers, then a2_group_dot's
  * instructions. */
-static inline __attribute__((always_inline)) __m256 a2_group_dot_t(const int fmt, const a2_group *w,
-                                                                   const __m256i vt[8], const __m256i st[8],
-                                                                   __m256i scl, __m256i sch, const a2_input *in,
-                                                                   size_t i, const __m256i xv[8], __m256 acc) {
+static inline __attribute__((always_inline)) __m256 a2_group_dot_t(const int fmt, const a2_tgroup *t,
+                                                                   const a2_input *in, size_t i, const __m256i xv[8],
+                                                                   __m256 acc) {
+    const a2_group *w = &t->grp;
+    const __m256i *vt = t->vt, *st = t->st, scl = t->scl, sch = t->sch;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i p[8], sum;
     for (int j = 0; j < 8; j++)
@@ -3183,34 +3205,6 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot_t(const int fmt
 
 enum { A2_NB = 4 }; /* weight rows a thread takes at a time */
 
-/* a weight group decoded (a2_decode) and transposed for a2_group_dot_t: vt (and Q8_0's signs st) as a2_transpose
- * lays them out, Q6_K's sc as scl/sch */
-typedef struct {
-    a2_group grp;
-    __m256i vt[8], st[8], scl, sch;
-} a2_tgroup;
-
-static inline __attribute__((always_inline)) void a2_decode_t(const uint8_t *row, const int fmt, int g, int K,
-                                                              a2_tgroup *t) {
-    a2_decode(row, fmt, g, K, &t->grp);
-    a2_transpose(t->grp.v, t->vt);
-    if (fmt == GGUF_Q8_0) a2_transpose(t->grp.s, t->st);
-    t->scl = t->sch = _mm256_setzero_si256();
-    if (fmt == GGUF_Q6_K) {
-        const int8_t *sc = (const int8_t *)(row + (size_t)g * 210 + 192);
-        t->scl = _mm256_setr_epi16(sc[0], sc[0], sc[2], sc[2], sc[4], sc[4], sc[6], sc[6], sc[8], sc[8], sc[10],
-                                   sc[10], sc[12], sc[12], sc[14], sc[14]);
-        t->sch = _mm256_setr_epi16(sc[1], sc[1], sc[3], sc[3], sc[5], sc[5], sc[7], sc[7], sc[9], sc[9], sc[11],
-                                   sc[11], sc[13], sc[13], sc[15], sc[15]);
-    }
-}
-
-static inline __attribute__((always_inline)) __m256 a2_tgroup_dot(const int fmt, const a2_tgroup *t,
-                                                                   const a2_input *in, size_t i, const __m256i xv[8],
-                                                                   __m256 acc) {
-    return a2_group_dot_t(fmt, &t->grp, t->vt, t->st, t->scl, t->sch, in, i, xv, acc);
-}
-
 static inline void a2_load_group(const a2_input *in, size_t i, __m256i xv[8]) { /* input group i / 8, transposed */
     for (int j = 0; j < 8; j++) xv[j] = _mm256_load_si256((const __m256i *)(in->qxt + 32 * i + 32 * j));
 }
@@ -3237,7 +3231,7 @@ static inline __attribute__((always_inline)) void a2_rows_xs(const uint8_t *w, s
             const size_t i = ((size_t)m * G + g) * 8;
             __m256i xv[8];
             a2_load_group(in, i, xv);
-            for (int r = 0; r < nr; r++) acc[r * M + m] = a2_tgroup_dot(fmt, &t[r], in, i, xv, acc[r * M + m]);
+            for (int r = 0; r < nr; r++) acc[r * M + m] = a2_group_dot_t(fmt, &t[r], in, i, xv, acc[r * M + m]);
         }
     }
     for (int r = 0; r < nr; r++)
@@ -3265,7 +3259,7 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
                     const size_t i = ((size_t)m * G + g) * 8;
                     __m256i xv[8];
                     a2_load_group(in, i, xv);
-                    acc[m] = a2_tgroup_dot(fmt, &t, in, i, xv, acc[m]);
+                    acc[m] = a2_group_dot_t(fmt, &t, in, i, xv, acc[m]);
                 }
                 continue;
             }
