@@ -387,10 +387,14 @@ class PredictionAligner(Proposer):
         on one with fewer, ``prediction/rejoin`` on the departure line after a learnt closer (see
         :class:`AlignerConfig`), ``prediction/line`` on the next line once the output closed a line it left
         in its middle, ``prediction/block`` on the prediction line after any other output line break while
-        diverged (the new lines may end there), ``prediction/guess`` on a weaker one or a bare guess."""
+        diverged (the new lines may end there), ``prediction/moved`` at the prediction's end on a block the output
+        jumped over (it may come now, moved; or the reply left it out, as a licence header),
+        ``prediction/guess`` on a weaker one or a bare guess."""
         if self._aligned:
             if not self._out:
                 return "prediction/start"
+            if self._guess_kind == "moved":  # past the prediction's end: a guess, not the aligned walk
+                return "prediction/moved"
             kind = "reanchored" if self._confirm_left > 0 else "aligned"
         elif not self.has_anchor:
             return "prediction/guess"
@@ -678,7 +682,7 @@ class PredictionAligner(Proposer):
             else:  # inside new lines (an inserted block): it may end at any line break, most do not
                 kind = "block"
         if self._skipped and n - guess <= 2:  # (nearly) past the end: a block jumped over earlier
-            guess, score, kind = self._skipped[0][0], cfg.line_score, None
+            guess, score, kind = self._skipped[0][0], cfg.line_score, "moved"
         if self._edits and m < n and g <= 4:
             emitted = tuple(out[-g:])
             skip = self._edits.get((self._pred[m], emitted), self._edits.get((None, emitted)))
@@ -719,7 +723,7 @@ class PredictionAligner(Proposer):
             if self._cursor < len(self._pred) - 2 or (self._cursor < len(self._pred) and not self._skipped):
                 return (self._cursor, self._run)
             if self._skipped:  # at the end of the prediction: a block jumped over earlier may come now
-                self._best_score = self.config.line_score
+                self._best_score, self._guess_kind = self.config.line_score, "moved"
                 return (self._skipped[0][0], 0)
             return (-1, self._run)
         guess, guess_score, kind = self._guess()
