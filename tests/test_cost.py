@@ -272,6 +272,33 @@ def test_a_slow_spell_does_not_raise_the_curve():
     assert calibrator.points()[8] == pytest.approx(good[8] * 1.3, rel=1e-3)
 
 
+def test_a_fast_spell_without_one_token_passes_does_not_lower_the_curve():
+    """The other direction: a reply the model copies runs 16-token drafts pass after pass and hardly any one-token
+    pass. When the machine runs faster for a while, the fastest 16-token pass comes from that spell and the
+    fastest one-token pass from an ordinary one; their ratio made 16 tokens look 30% cheaper than they were (a
+    server on the AMD EPYC VM: 4.82 -> 3.34 one-token passes between requests, and the next request of the
+    same kind drafted 15 tokens 81 times where it had drafted 95 at once). A ratio is lowered only as far as
+    the typical pass beside one-token ones says; passes that are cheaper beside them still lower it."""
+    good = {n: _true_seconds(n) / _true_seconds(1) for n in (2, 4, 8, 16)}
+    now = [0.0]
+    calibrator = cost.CostCalibrator(good, every=1, min_samples=3, clock=lambda: now[0])
+    for _ in range(4):  # an ordinary spell: a one-token pass, then 16-token passes beside it
+        calibrator.observe(1, _true_seconds(1))
+        for _ in range(3):
+            calibrator.observe(16, _true_seconds(16))
+            now[0] += 1.0
+    now[0] += 30.0
+    for _ in range(20):  # a fast spell of 16-token passes alone
+        calibrator.observe(16, _true_seconds(16) * 0.7)
+        now[0] += 1.0
+    assert calibrator.points()[16] == pytest.approx(good[16], rel=1e-3)
+    for _ in range(40):  # 16-token passes that really are cheaper, beside one-token passes
+        calibrator.observe(1, _true_seconds(1))
+        calibrator.observe(16, _true_seconds(16) * 0.8)
+        now[0] += 1.0
+    assert calibrator.points()[16] == pytest.approx(good[16] * 0.8, rel=1e-3)
+
+
 def test_the_engine_prices_drafts_with_the_calibrated_curve():
     """A real engine feeds its decode passes to the calibrator (prompt chunks excluded) and every running
     request's policy gets the new curve. The start-up curve here claims a 2-token pass costs 50 one-token

@@ -33,6 +33,7 @@ from foretell.config import ConfigError
 
 
 TABLE_TOKENS = 1024  # token counts whose cost ratio a CostModel keeps in a table from the start
+RECENT_RATIOS = 64  # per pass size, the latest comparisons with one-token passes a CostCalibrator keeps
 
 
 @dataclass(frozen=True)
@@ -389,7 +390,12 @@ class CostCalibrator:
     re-measured; the 1.5B's 5- to 16-token passes at 1.87x against 1.42-1.58x re-measured). So each pass of
     n > 1 tokens is also compared with the fastest one-token pass of the ``window_s`` seconds before it, the
     same spell, and a ratio is raised only once ``raise_samples`` such passes exist, and only as far as the
-    least of those comparisons. :meth:`observe` returns a new curve every ``every`` passes when it changed,
+    least of those comparisons. Lowering one needs the same: the fastest pass of a size and the fastest
+    one-token pass may come from different spells too (a reply the model copies runs 16-token drafts pass after
+    pass and hardly a one-token pass; a fast spell then made 16 tokens look 30% cheaper on the AMD EPYC VM), so a
+    ratio is lowered only as far as the median of that size's latest ``RECENT_RATIOS`` comparisons with the
+    window's fastest one-token pass, once it has ``min_samples`` of them. :meth:`observe` returns a new curve
+    every ``every`` passes when it changed,
     else None. ``clock``: seconds, for the window (tests pass their own).
 
     The curve is the cost at the start-up measurement's context; a pass after more keys costs more (its
@@ -410,6 +416,7 @@ class CostCalibrator:
         self.counts: dict[int, int] = {}
         self.local: dict[int, float] = {}  # per size: the least ratio to the window's fastest one-token pass
         self.local_counts: dict[int, int] = {}
+        self.recent: dict[int, deque[float]] = {}  # per size: the latest ratios to the window's fastest one-token pass
         self._ones: deque[tuple[float, float]] = deque()  # (when, seconds) one-token passes: a sliding minimum
         self.passes = 0
         self.current = dict(self.base)
@@ -445,8 +452,10 @@ class CostCalibrator:
                 ones.pop()
             ones.append((now, seconds))
         elif ones:
-            self.local[tokens] = min(seconds / ones[0][1], self.local.get(tokens, float("inf")))
+            ratio = seconds / ones[0][1]
+            self.local[tokens] = min(ratio, self.local.get(tokens, float("inf")))
             self.local_counts[tokens] = self.local_counts.get(tokens, 0) + 1
+            self.recent.setdefault(tokens, deque(maxlen=RECENT_RATIOS)).append(ratio)
 
     def points(self) -> dict[int, float]:
         """The start-up curve with the observed ratios in place where there are enough passes."""
@@ -463,6 +472,10 @@ class CostCalibrator:
             if ratio > start_up:  # dearer than at start-up: only as far as passes beside one-token ones say
                 enough = self.local_counts.get(n, 0) >= self.raise_samples
                 ratio = max(start_up, min(ratio, self.local[n])) if enough else start_up
+            elif ratio < start_up:  # cheaper: only as far as the typical pass beside one-token ones says
+                recent = self.recent.get(n, ())
+                ratio = max(ratio, min(start_up, float(np.median(recent)))) if len(recent) >= self.min_samples \
+                    else start_up
             prev = min(max(prev, ratio), float(n))
             observed[n] = round(prev, 4)
         top = seen[-1]
