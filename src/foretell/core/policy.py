@@ -79,7 +79,7 @@ from foretell.core.draft import EMPTY_DRAFT, Draft, Proposer
 # copied), none could be accepted and that pass cost 28 one-token passes on an AMD EPYC's curve: 1.2 s of 16.6.
 # In the engine there (2 rounds each) the reply's decode went 16.6-16.7 s -> 14.2-14.5 s with the prediction, against
 # 14.4-16.0 s with n-gram lookup alone. Replayed on the bench's 20 recorded outputs: unchanged but for the port
-# (cost 336.9 -> 337.2 one-token passes). 0.3 and 0.7 did the same in the replay.
+# (cost 336.9 -> 337.2 one-token passes). 0.3 and 0.7 replayed the same on the 14 held-out-like outputs.
 PRIORS: dict[str, float | tuple[float, float]] = {
     "prediction/start": (0.3, 4.0), "prediction/lead": (0.8, 4.0), "prediction/aligned": 0.9,
     "prediction/reanchored": (0.75, 4.0),
