@@ -212,8 +212,8 @@ def measure_prompt_kernel_rows(runner: ModelRunner, chunk: int) -> int:
         return time.perf_counter() - start
 
     sizes = [n for n in PROMPT_ROUTE_SIZES if n < chunk - 1] + [chunk - 1]  # a last chunk's most rows
-    if sizes:
-        timed(sizes[0], False), timed(sizes[0], True)  # warm-up
+    for on_kernel in (False, True):  # warm-up, untimed
+        timed(sizes[0], on_kernel)
     won = 0
     for n in sizes:
         library, kernel = timed(n, False), timed(n, True)
