@@ -242,7 +242,7 @@ def _attention_case(heads, kv_heads, dim, n, dtype, seed, window=None, capacity=
 
 
 @pytest.mark.parametrize("heads,kv_heads,dim",
-                         [(14, 2, 64), (12, 2, 128), (4, 4, 32), (4, 2, 16), (6, 3, 40), (2, 2, 256)])
+                         [(14, 2, 64), (12, 2, 128), (4, 4, 32), (4, 2, 16), (6, 3, 40), (10, 2, 44), (2, 2, 256)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_attention_matches_a_float64_reference(gemm, heads, kv_heads, dim, dtype):
     if not gemm.attends(dtype, dim):  # head sizes of at most 16 vectors: 256 with AVX-512, 128 with AVX2
@@ -268,7 +268,7 @@ def test_attention_matches_a_float64_reference(gemm, heads, kv_heads, dim, dtype
 def test_attention_gives_a_query_the_same_bits_alone_and_beside_any_other_queries(gemm, dtype):
     """A query's result depends on its own keys only: alone (a decode step), at any place in a call of any
     length (a verify pass), beside queries that see other key ranges (other positions, a sliding window)."""
-    for heads, kv_heads, dim in ((14, 2, 64), (12, 2, 128), (4, 2, 16)):
+    for heads, kv_heads, dim in ((14, 2, 64), (12, 2, 128), (4, 2, 16), (10, 2, 44)):
         q, k, v, first, end = _attention_case(heads, kv_heads, dim, 40, dtype, seed=dim, window=None)
         first = [f + (t % 3) * 5 for t, f in enumerate(first)]  # key ranges that start apart too
         alone = [gemm.attention(q[:, t : t + 1], k, v, [first[t]], [end[t]], 0.125)[:, 0] for t in range(40)]
@@ -377,7 +377,7 @@ def test_the_avx2_build_computes_the_same_attention_and_keeps_queries_independen
     assert avx2.lanes == 8 and avx2.key_tile == 16
     cpu_gemm._check(avx2)
     for dtype in (torch.float32, torch.bfloat16):
-        for heads, kv_heads, dim in ((14, 2, 64), (4, 2, 16), (6, 3, 40)):
+        for heads, kv_heads, dim in ((14, 2, 64), (4, 2, 16), (6, 3, 40), (10, 2, 44)):
             q, k, v, first, end = _attention_case(heads, kv_heads, dim, 12, dtype, seed=dim, window=29)
             got = avx2.attention(q, k, v, first, end, dim ** -0.5)
             tol = 1e-5 if dtype == torch.float32 else 1e-2

@@ -585,7 +585,12 @@ static inline __attribute__((always_inline)) void transpose_tile(vec r[VW]) { /*
 }
 #endif
 
-#define HB (VW == 16 ? 8 : 6) /* query heads that share a pass over their KV head's keys and values */
+#define HB 8 /* query heads that share a pass over their KV head's keys and values */
+/* With AVX2's 16 registers, more than 4 heads' accumulators over 2 VW keys or dimensions spill to the stack (6 heads:
+ * 12 accumulators, plus the tile's 2 vectors and a broadcast): from 5 heads on, the tile is taken one vector (VW
+ * keys or dimensions) at a time, up to 8 heads' chains in flight. Each score and each weighted value is the same
+ * chain of FMAs either way (lanes are independent): the same bits. */
+#define ONE_WIDE(nh) (VW == 8 && (nh) > 4)
 
 #ifndef TB
 #define TB 8   /* queries of one KV head whose scores and weighted values share each tile of keys and values */
@@ -598,17 +603,30 @@ static inline __attribute__((always_inline)) void transpose_tile(vec r[VW]) { /*
 #define TW (2 * VW) /* keys of a tile of the transposed keys: kt holds D x TW floats a tile, tile after tile */
 
 /* Scores s[h * ls + j] = q[h] . key j for j in [0, TW) of nh query heads (constant at each call site) of one
- * query, the keys of one tile of transposed keys (D rows of TW). Each score is one chain of FMAs over d in one
+ * query (q[d * nh + h]: its heads' dimension d side by side), the keys of one tile of transposed keys (D rows of
+ * TW). Each score is one chain of FMAs over d in one
  * lane, so it depends neither on nh, on its lane, nor on the other heads and queries. */
 static inline __attribute__((always_inline)) void score_tile(const float *q, const float *tile, float *s, int ls,
                                                             int D, const int nh) {
+    if (ONE_WIDE(nh)) {
+        for (int half = 0; half < TW; half += VW) {
+            vec a[HB];
+            for (int h = 0; h < nh; h++) a[h] = VZERO();
+            for (int d = 0; d < D; d++) {
+                vec kd = VLOAD(tile + (size_t)d * TW + half);
+                for (int h = 0; h < nh; h++) a[h] = VFMA(vset1(q[d * nh + h]), kd, a[h]);
+            }
+            for (int h = 0; h < nh; h++) vstore(s + (size_t)h * ls + half, a[h]);
+        }
+        return;
+    }
     vec a[HB][2];
     for (int h = 0; h < nh; h++) a[h][0] = a[h][1] = VZERO();
     for (int d = 0; d < D; d++) {
         const float *row = tile + (size_t)d * TW;
         vec k0 = VLOAD(row), k1 = VLOAD(row + VW);
         for (int h = 0; h < nh; h++) {
-            vec qd = vset1(q[h * D + d]);
+            vec qd = vset1(q[d * nh + h]);
             a[h][0] = VFMA(qd, k0, a[h][0]);
             a[h][1] = VFMA(qd, k1, a[h][1]);
         }
@@ -619,6 +637,38 @@ static inline __attribute__((always_inline)) void score_tile(const float *q, con
     }
 }
 
+/* weigh_values (below) for the n <= VW output dimensions from c alone; full: n == VW (a constant in each copy, so
+ * that the loop holds no branch and its accumulators stay in registers) */
+static inline __attribute__((always_inline)) void weigh_run(const float *s, int ld, const void *v, int v_bf16,
+                                                           float *out, size_t ostride, int j0, int j1, int c, int D,
+                                                           int n, const int nh, const int full) {
+    vec a[HB];
+    for (int h = 0; h < nh; h++)
+        a[h] = j0 == 0 ? VZERO() : full ? VLOAD(out + h * ostride + c) : vload_tail(out + h * ostride + c, n);
+    for (int j = j0; j < j1; j++) {
+        vec vj;
+        if (v_bf16) {
+            const bf16 *row = (const bf16 *)v + (size_t)j * D + c;
+            vj = full ? bload(row) : bload_tail(row, n);
+        } else {
+            const float *row = (const float *)v + (size_t)j * D + c;
+            vj = full ? VLOAD(row) : vload_tail(row, n);
+        }
+        for (int h = 0; h < nh; h++) a[h] = VFMA(vset1(s[(size_t)h * ld + j]), vj, a[h]);
+    }
+    for (int h = 0; h < nh; h++) {
+        if (full) vstore(out + h * ostride + c, a[h]);
+        else vstore_tail(out + h * ostride + c, a[h], n);
+    }
+}
+
+static inline __attribute__((always_inline)) void weigh_vector(const float *s, int ld, const void *v, int v_bf16,
+                                                              float *out, size_t ostride, int j0, int j1, int c,
+                                                              int D, int n, const int nh) {
+    if (n == VW) weigh_run(s, ld, v, v_bf16, out, ostride, j0, j1, c, D, n, nh, 1);
+    else weigh_run(s, ld, v, v_bf16, out, ostride, j0, j1, c, D, n, nh, 0);
+}
+
 /* out[h * ostride + c + :] += sum over keys j0 <= j < j1 of p[h][j] v[j, c + :] for nh heads of one query, the
  * 2 VW output dimensions from c (n0 + n1 of them: fewer at the end of a head size that is not a multiple of
  * 2 VW); the sums start from zero when j0 == 0. Each output is one chain of FMAs over j in key order, kept in
@@ -626,6 +676,11 @@ static inline __attribute__((always_inline)) void score_tile(const float *q, con
 static inline __attribute__((always_inline)) void weigh_values(const float *s, int ld, const void *v, int v_bf16,
                                                               float *out, size_t ostride, int j0, int j1, int c,
                                                               int D, int n0, int n1, const int nh) {
+    if (ONE_WIDE(nh)) {
+        weigh_vector(s, ld, v, v_bf16, out, ostride, j0, j1, c, D, n0, nh);
+        if (n1 > 0) weigh_vector(s, ld, v, v_bf16, out, ostride, j0, j1, c + VW, D, n1, nh);
+        return;
+    }
     vec a[HB][2];
     const int full = n0 == VW && n1 == VW;
     for (int h = 0; h < nh; h++) {
@@ -670,10 +725,32 @@ static inline __attribute__((always_inline)) void weigh_values(const float *s, i
     }
 }
 
-/* nh query heads of one KV head for nt <= TB queries: query t's scaled heads at q + t * nh * D, its L[t] keys
- * from key o[t] of the KV head's tiled transposed keys kt, its values from v[t] (row 0 its first key), its scores
- * in the rows s + (t * nh + h) * ls (TW floats before each row are scratch: a tile that starts before the query's
- * first key is scored there) and its result at out[t] (head h at out[t] + h * ostride). The scores, the softmax
+#define JB8 64 /* keys of a tile of values in weigh_head8 (JB8 x 8 VW values: 16 KB of fp32 at 64 dimensions) */
+/* out[c + :] += sum over keys j0 <= j < j1 of p[j] v[j, c + :] for one head of one query, the 8 VW output dimensions
+ * from c: the same chains of FMAs as weigh_values (one per output, over j in key order), 8 in flight, so a head's
+ * probabilities are read once per 8 VW dimensions instead of once per 2 VW (the scores of a block of queries
+ * outgrow L1, and with a long context L2) */
+static inline __attribute__((always_inline)) void weigh_head8(const float *p, const void *v, int v_bf16, float *out,
+                                                             int j0, int j1, int c, int D) {
+    vec a[8];
+    for (int i = 0; i < 8; i++) a[i] = j0 == 0 ? VZERO() : VLOAD(out + c + i * VW);
+    for (int j = j0; j < j1; j++) {
+        const vec pj = vset1(p[j]);
+        if (v_bf16) {
+            const bf16 *row = (const bf16 *)v + (size_t)j * D + c;
+            for (int i = 0; i < 8; i++) a[i] = VFMA(pj, bload(row + i * VW), a[i]);
+        } else {
+            const float *row = (const float *)v + (size_t)j * D + c;
+            for (int i = 0; i < 8; i++) a[i] = VFMA(pj, VLOAD(row + i * VW), a[i]);
+        }
+    }
+    for (int i = 0; i < 8; i++) vstore(out + c + i * VW, a[i]);
+}
+
+/* nh query heads of one KV head for nt <= TB queries: query t's scaled heads at q + t * nh * D (as score_tile
+ * reads them), its L[t] keys from key o[t] of the KV head's tiled transposed keys kt, its values from v[t] (row 0
+ * its first key), its scores in the rows s + (t * nh + h) * ls (TW floats before each row are scratch: a tile
+ * that starts before the query's first key is scored there) and its result at out[t] (head h at out[t] + h * ostride). The scores, the softmax
  * and the weighted values of each (query, head) are the same operations in the same order as for that query
  * alone: the queries only share the tiles of keys and values while these are in L1. */
 static inline __attribute__((always_inline)) void attend_heads(const float *q, const float *kt, const int *o,
@@ -699,6 +776,18 @@ static inline __attribute__((always_inline)) void attend_heads(const float *q, c
             for (; j + VW <= L[t]; j += VW) vstore(sh + j, vmul(VLOAD(sh + j), inv));
             if (j < L[t]) vstore_tail(sh + j, vmul(vload_tail(sh + j, L[t] - j), inv), L[t] - j);
         }
+#if VW == 8
+    if (D % (8 * VW) == 0) { /* AVX2: each (query, head)'s probabilities read once per 8 VW dimensions */
+        for (int c = 0; c < D; c += 8 * VW)
+            for (int j0 = 0; j0 < most; j0 += JB8)
+                for (int t = 0; t < nt; t++)
+                    if (j0 < L[t])
+                        for (int h = 0; h < nh; h++)
+                            weigh_head8(s + ((size_t)t * nh + h) * ls, v[t], v_bf16, out[t] + h * ostride, j0,
+                                        j0 + JB8 < L[t] ? j0 + JB8 : L[t], c, D);
+        return;
+    }
+#endif
     for (int c = 0; c < D; c += 2 * VW) {
         const int n0 = D - c < VW ? D - c : VW, n1 = D - c - VW > VW ? VW : D - c - VW;
         for (int j0 = 0; j0 < most; j0 += JB)
@@ -808,7 +897,7 @@ static __attribute__((unused)) void NAME##_tiled(const T *q, const T *k, const T
                     const size_t row = ((size_t)(g * rep + r0) * T_ + t) * D;                                 \
                     for (int h = 0; h < nh; h++)                                                              \
                         for (int d = 0; d < D; d++)                                                           \
-                            qs[(i * nh + h) * D + d] = WIDEN(q[row + h * stride + d]) * scale;               \
+                            qs[(size_t)i * nh * D + d * nh + h] = WIDEN(q[row + h * stride + d]) * scale;  \
                     oq[i] = first[t] - base;                                                                  \
                     vq[i] = v + g * kv_stride + (size_t)first[t] * D;                                         \
                     outq[i] = out + row;                                                                      \

@@ -93,6 +93,18 @@ On the 2-core Cascade Lake, fp32, the 0.5B's heads, ms per layer call: 512 queri
 queries 5.0 -> 2.2 (the VM's fast phase; 1.5x in a slow one); the 0.5B's one-token pass after 4,096 tokens 52.4 ->
 46.1 ms with the kept tiles (``benchmarks/results/run-2026-11-29-cascadelake-attention``).
 
+Since 2026-11-30, on AVX2 (16 registers), a KV head's query heads (7 on the 0.5B, 6 on the 1.5B) go through its
+keys and values in one group, a vector at a time: before, 6 heads over two vectors spilled accumulators to the
+stack, and the 7th head ran alone on two chains of FMAs, waiting on their latency. Each (query, head)'s
+probabilities now weigh all 64 dimensions of a value row at once (8 chains), so they are read once, not 4 times,
+and a query's heads lie side by side per dimension (one pointer for their broadcasts). The same chains of FMAs in
+the same order: the same bits as before (checked against the old build). 2-core AMD EPYC Zen 3, fp32, the 0.5B's
+heads, ms a layer call, old / new: 96 queries after 4,096 keys 24.5 / 17.2, after 8,192 50.0 / 36.4; 16 queries
+after 8,192 9.4 / 6.6; one query 1.10 / 0.88. Whole passes after 4,096-8,192 cached tokens 0.76-0.96x the time,
+a 512-token prompt chunk 0.81-0.89x. Through the server, a 4,473-token prompt's 4,343-token reply: 112 -> 84 s
+with the prediction, 117 -> 96 s with n-gram lookup alone (two starts, each with its own start-up cost curve, so
+other draft lengths too; ``benchmarks/results/run-2026-11-30-epyc-long-context``).
+
 The last row (``foretell_attention_bf16dot_rows``, bf16 with AVX512-BF16, head sizes that are a multiple of 32)
 multiplies bf16 pairs natively: of dimensions for the scores, of keys at even cache positions for the values
 (a key range that splits a pair adds that key alone), with the probabilities rounded to bf16 before they weigh
