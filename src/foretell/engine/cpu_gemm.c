@@ -586,10 +586,10 @@ static inline __attribute__((always_inline)) void transpose_tile(vec r[VW]) { /*
 #endif
 
 #define HB 8 /* query heads that share a pass over their KV head's keys and values */
-/* With AVX2's 16 registers, more than 4 heads' accumulators over 2 VW keys or dimensions spill to the stack (6 heads:
- * 12 accumulators, plus the tile's 2 vectors and a broadcast): from 5 heads on, the tile is taken one vector (VW
- * keys or dimensions) at a time, up to 8 heads' chains in flight. Each score and each weighted value is the same
- * chain of FMAs either way (lanes are independent): the same bits. */
+/* With AVX2's 16 registers, more than 4 heads' accumulators over 2 VW keys or dimensions spill to the stack (6
+ * heads: 12 accumulators, plus the tile's 2 vectors and a broadcast): from 5 heads on, the tile is taken one vector
+ * (VW keys or dimensions) at a time, up to 8 heads' chains in flight. Each score and each weighted value is the
+ * same chain of FMAs either way (lanes are independent): the same bits. */
 #define ONE_WIDE(nh) (VW == 8 && (nh) > 4)
 
 #ifndef TB
@@ -604,8 +604,8 @@ static inline __attribute__((always_inline)) void transpose_tile(vec r[VW]) { /*
 
 /* Scores s[h * ls + j] = q[h] . key j for j in [0, TW) of nh query heads (constant at each call site) of one
  * query (q[d * nh + h]: its heads' dimension d side by side), the keys of one tile of transposed keys (D rows of
- * TW). Each score is one chain of FMAs over d in one
- * lane, so it depends neither on nh, on its lane, nor on the other heads and queries. */
+ * TW). Each score is one chain of FMAs over d in one lane, so it depends neither on nh, on its lane, nor on the
+ * other heads and queries. */
 static inline __attribute__((always_inline)) void score_tile(const float *q, const float *tile, float *s, int ls,
                                                             int D, const int nh) {
     if (ONE_WIDE(nh)) {
@@ -750,9 +750,10 @@ static inline __attribute__((always_inline)) void weigh_head8(const float *p, co
 /* nh query heads of one KV head for nt <= TB queries: query t's scaled heads at q + t * nh * D (as score_tile
  * reads them), its L[t] keys from key o[t] of the KV head's tiled transposed keys kt, its values from v[t] (row 0
  * its first key), its scores in the rows s + (t * nh + h) * ls (TW floats before each row are scratch: a tile
- * that starts before the query's first key is scored there) and its result at out[t] (head h at out[t] + h * ostride). The scores, the softmax
- * and the weighted values of each (query, head) are the same operations in the same order as for that query
- * alone: the queries only share the tiles of keys and values while these are in L1. */
+ * that starts before the query's first key is scored there) and its result at out[t] (head h at
+ * out[t] + h * ostride). The scores, the softmax and the weighted values of each (query, head) are the same
+ * operations in the same order as for that query alone: the queries only share the tiles of keys and values while
+ * these are in L1. */
 static inline __attribute__((always_inline)) void attend_heads(const float *q, const float *kt, const int *o,
                                                               const void *const *v, int v_bf16, float *const *out,
                                                               size_t ostride, float *s, int ls, const int *L, int nt,
