@@ -147,6 +147,24 @@ def test_int8_products_are_llama_cpps_and_each_row_is_computed_alone(kernels, fm
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("groups", [4, 6])
+def test_int8_passes_of_every_size_give_each_row_its_bits_alone(kernels, fmt, groups):
+    """Rows of up to 4 groups of 256 values (AVX2: passes of 10 rows and more hold each input row's sums in
+    registers over its groups) and of more (passes of 48 rows and more go group by group): passes of 1-70 rows,
+    each row the bits it has alone, against the float64 reference too; 37 weight rows (a last block of 1)."""
+    width = 256 * groups if fmt in ("Q4_K", "Q6_K") else 256 * groups - 192  # Q5_0 and Q8_0: a last group of 64
+    weight, decoded = blocks_of(fmt, 37, width, seed=11)
+    bias = torch.randn(37, generator=torch.Generator().manual_seed(12))
+    x = torch.randn(70, width, generator=torch.Generator().manual_seed(13))
+    alone = torch.cat([kernels.linear_int8(x[i : i + 1].clone(), weight, bias) for i in range(70)])
+    want = reference(x.numpy(), decoded, bias.numpy().astype(np.float64))
+    size = np.abs(x.numpy()).astype(np.float64) @ np.abs(decoded).astype(np.float64).T + 1.0
+    assert np.all(np.abs(alone.numpy() - want) <= 2e-6 * size)
+    for rows in (2, 9, 10, 11, 16, 33, 47, 48, 53, 70):
+        assert torch.equal(kernels.linear_int8(x[:rows], weight, bias), alone[:rows]), rows
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_prompt_chunks_take_the_same_int8_products_laid_out_for_many_rows(many_rows, fmt):
     """gemm_int8 (a prompt chunk's rows): against the float64 reference as linear_int8, with an outlier channel and
     a bias; 48 outputs (a tile of 32 and one of 16) and 23 rows (tiles of 6 and one of 5); every row the same bits
