@@ -3109,6 +3109,35 @@ static inline __m256i a2_bits_to_bytes(const uint8_t *p) {
     return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
 }
 
+/* Q8_0, Q5_0: the blocks of group g a row of K values has (8, fewer at its end) */
+static inline int a2_blocks(int K, int g) { return K / 32 - 8 * g < 8 ? K / 32 - 8 * g : 8; }
+
+/* their fp16 scales as floats (0 past the row's end), 4 to a general register: two vector inserts, not eight */
+static inline __m256 a2_block_scales(const uint8_t *row, const int fmt, int g, int count) {
+    const size_t bytes = fmt == GGUF_Q8_0 ? 34 : 22;
+    const uint8_t *p = row + (size_t)g * 8 * bytes;
+    uint64_t lo = 0, hi = 0;
+    for (int b = 0; b < count; b++) {
+        const uint64_t h = load_u16(p + b * bytes);
+        if (b < 4) lo |= h << (16 * b);
+        else hi |= h << (16 * (b - 4));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* block b of group g as unsigned bytes: Q5_0's q (0..31); Q8_0's |q| (|-128| = 128 as an unsigned byte), *s = q */
+static inline __attribute__((always_inline)) __m256i a2_block_values(const uint8_t *row, const int fmt, int g, int b,
+                                                                     __m256i *s) {
+    if (fmt == GGUF_Q8_0) {
+        *s = _mm256_loadu_si256((const __m256i *)(row + ((size_t)g * 8 + b) * 34 + 2));
+        return _mm256_abs_epi8(*s);
+    }
+    const uint8_t *p = row + ((size_t)g * 8 + b) * 22;
+    const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
+    const __m256i q = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);
+    return _mm256_or_si256(a2_low4(q), _mm256_and_si256(a2_bits_to_bytes(p + 2), _mm256_set1_epi8(16)));
+}
+
 static inline __attribute__((always_inline)) void a2_decode(const uint8_t *row, const int fmt, int g, int K,
                                                             a2_group *w) {
     /* the scales go into vectors from registers: scalars stored side by side and read back as one vector would
@@ -3148,27 +3177,13 @@ static inline __attribute__((always_inline)) void a2_decode(const uint8_t *row, 
             w->mul[b] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * b + 1]), _mm_set1_epi16(sc[2 * b]));
         }
         w->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-    } else {
-        const int first = 8 * g, count = K / 32 - first < 8 ? K / 32 - first : 8;
-        short h[8]; /* the blocks' fp16 scales (0 past the row's end) */
+    } else { /* Q8_0, Q5_0: 8 blocks of 32 values, fewer at the row's end (the rest zero) */
+        const int count = a2_blocks(K, g);
+        w->ws = a2_block_scales(row, fmt, g, count);
         for (int b = 0; b < 8; b++) {
-            h[b] = b < count ? (short)load_u16(row + (size_t)(first + b) * (fmt == GGUF_Q8_0 ? 34 : 22)) : 0;
-            if (b >= count) {
-                w->v[b] = w->s[b] = _mm256_setzero_si256();
-                continue;
-            }
-            if (fmt == GGUF_Q8_0) {
-                const uint8_t *p = row + (size_t)(first + b) * 34;
-                w->s[b] = _mm256_loadu_si256((const __m256i *)(p + 2));
-                w->v[b] = _mm256_abs_epi8(w->s[b]); /* |-128| = 128 as an unsigned byte */
-            } else { /* Q5_0 */
-                const uint8_t *p = row + (size_t)(first + b) * 22;
-                const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
-                const __m256i q = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);
-                w->v[b] = _mm256_or_si256(a2_low4(q), _mm256_and_si256(a2_bits_to_bytes(p + 2), _mm256_set1_epi8(16)));
-            }
+            if (b < count) w->v[b] = a2_block_values(row, fmt, g, b, &w->s[b]);
+            else w->v[b] = w->s[b] = _mm256_setzero_si256();
         }
-        w->ws = _mm256_cvtph_ps(_mm_setr_epi16(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]));
     }
 }
 
@@ -3228,6 +3243,32 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, 
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w->ws, _mm256_loadu_ps(in->dx + i)), acc);
     if (fmt == GGUF_Q4_K) acc = _mm256_fmadd_ps(w->mn, _mm256_loadu_ps(in->xsum + i), acc);
     return acc;
+}
+
+/* a2_group_dot for Q8_0 and Q5_0 straight from the row's blocks, each block's values decoded into registers and
+ * multiplied at once (a2_decode would store the 8 blocks' vectors, and a2_group_dot read them back): the same
+ * integers, then the same instructions */
+static inline __attribute__((always_inline)) __m256 a2_group_dot_blocks(const int fmt, const uint8_t *row, int g,
+                                                                        int K, const a2_input *in, size_t i,
+                                                                        const int8_t *qx, __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int count = a2_blocks(K, g);
+    __m256i p[8];
+    for (int b = 0; b < 8; b++) {
+        if (b >= count) {
+            p[b] = _mm256_setzero_si256();
+            continue;
+        }
+        __m256i sg;
+        const __m256i v = a2_block_values(row, fmt, g, b, &sg);
+        const __m256i xv = _mm256_load_si256((const __m256i *)(qx + 32 * b));
+        p[b] = fmt == GGUF_Q8_0 ? _mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_sign_epi8(xv, sg)), ones)
+                                : _mm256_maddubs_epi16(v, xv);
+    }
+    __m256i sum = fmt == GGUF_Q8_0 ? a2_fold(p) : a2_fold16(fmt, p);
+    if (fmt == GGUF_Q5_0) sum = _mm256_add_epi32(sum, _mm256_loadu_si256((const __m256i *)(in->off + i)));
+    const __m256 ws = a2_block_scales(row, fmt, g, count);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(ws, _mm256_loadu_ps(in->dx + i)), acc);
 }
 
 /* a weight group decoded (a2_decode) and transposed for a2_group_dot_t: vt (and Q8_0's signs st) as a2_transpose
@@ -3379,6 +3420,10 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
                     a2_load_group(in, i, xv);
                     acc[m] = a2_group_dot_t(fmt, &t, in, i, xv, acc[m]);
                 }
+                continue;
+            }
+            if (M == 1 && (fmt == GGUF_Q8_0 || fmt == GGUF_Q5_0)) {
+                acc[0] = a2_group_dot_blocks(fmt, row, g, K, in, (size_t)g * 8, in->qx + 256 * (size_t)g, acc[0]);
                 continue;
             }
             a2_group grp;
