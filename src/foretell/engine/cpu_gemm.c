@@ -3133,8 +3133,8 @@ static inline __attribute__((always_inline)) __m256i a2_block_values(const uint8
         return _mm256_abs_epi8(*s);
     }
     const uint8_t *p = row + ((size_t)g * 8 + b) * 22;
-    const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
-    const __m256i q = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);
+    const __m256i q = _mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 6))),
+                                        _mm256_setr_epi64x(0, 0, 4, 4)); /* the high nibbles in the high half */
     return _mm256_or_si256(a2_low4(q), _mm256_and_si256(a2_bits_to_bytes(p + 2), _mm256_set1_epi8(16)));
 }
 
@@ -3264,7 +3264,7 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, 
  * integers, then the same instructions. One-row calls (Zen 3 EPYC, 2 threads): Q8_0 0.78x the time, Q5_0 0.91x,
  * Q4_K 0.63x, Q6_K 0.80x; the 0.5B's output head (Q8_0, 145 MB) 0.89x. */
 static inline __attribute__((always_inline)) __m256 a2_group_dot_blocks(const int fmt, const uint8_t *row, int g,
-                                                                        int K, const a2_input *in, size_t i,
+                                                                        const int count, const a2_input *in, size_t i,
                                                                         const int8_t *qx, __m256 acc) {
     const __m256i ones = _mm256_set1_epi16(1);
     if (fmt == GGUF_Q4_K) {
@@ -3300,7 +3300,6 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot_blocks(const in
         const __m256 ws = _mm256_set1_ps(half1(p + 208));
         return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(ws, _mm256_loadu_ps(in->dx + i)), acc);
     }
-    const int count = a2_blocks(K, g);
     __m256i p[8];
     for (int b = 0; b < 8; b++) {
         if (b >= count) {
@@ -3455,6 +3454,18 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
         else a2_rows_xs(w, row_bytes, fmt, in, M, K, y, b, N, n0, nb, acc);
         return;
     }
+    if (M == 1) { /* each group straight from the blocks (a2_group_dot_blocks), the sum in a register */
+        const int whole = K / 256; /* groups of 8 blocks: all but maybe a Q8_0 or Q5_0 row's last */
+        for (int r = 0; r < nb; r++) {
+            const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
+            __m256 a = _mm256_setzero_ps();
+            for (int g = 0; g < whole; g++) a = a2_group_dot_blocks(fmt, row, g, 8, in, (size_t)g * 8, in->qx + 256 * g, a);
+            for (int g = whole; g < G; g++)
+                a = a2_group_dot_blocks(fmt, row, g, a2_blocks(K, g), in, (size_t)g * 8, in->qx + 256 * g, a);
+            y[n0 + r] = a2_hsum(a) + (b ? b[n0 + r] : 0.0f);
+        }
+        return;
+    }
     for (int r = 0; r < nb; r++) {
         const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
         for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
@@ -3468,10 +3479,6 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
                     a2_load_group(in, i, xv);
                     acc[m] = a2_group_dot_t(fmt, &t, in, i, xv, acc[m]);
                 }
-                continue;
-            }
-            if (M == 1) {
-                acc[0] = a2_group_dot_blocks(fmt, row, g, K, in, (size_t)g * 8, in->qx + 256 * (size_t)g, acc[0]);
                 continue;
             }
             a2_group grp;
