@@ -3444,6 +3444,10 @@ static inline __attribute__((always_inline)) void a2_rows_xs(const uint8_t *w, s
         for (int m = 0; m < M; m++) y[(size_t)m * N + n0 + r] = a2_hsum(acc[r * M + m]) + (b ? b[n0 + r] : 0.0f);
 }
 
+/* One-row passes read each weight row from memory once: they ask for the row this many rows on while computing one.
+ * The 0.5B's output head (Q8_0, 145 MB, 2 threads, Zen 3 EPYC): 0.85x the time (17 GB/s), 4 or 16 rows on 0.84-0.87x. */
+enum { A2_AHEAD = 8 };
+
 /* weight rows [n0, n0 + nb) against all M input rows; acc: A2_NB x M vectors of scratch */
 static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size_t row_bytes, const int fmt,
                                                           const a2_input *in, int M, int K, float *y, const float *b,
@@ -3458,6 +3462,8 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
         const int whole = K / 256; /* groups of 8 blocks: all but maybe a Q8_0 or Q5_0 row's last */
         for (int r = 0; r < nb; r++) {
             const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
+            for (size_t o = 0; o < row_bytes; o += 64) /* the row A2_AHEAD rows on (a prefetch does not fault) */
+                _mm_prefetch((const char *)row + A2_AHEAD * row_bytes + o, _MM_HINT_T0);
             __m256 a = _mm256_setzero_ps();
             for (int g = 0; g < whole; g++) a = a2_group_dot_blocks(fmt, row, g, 8, in, (size_t)g * 8, in->qx + 256 * g, a);
             for (int g = whole; g < G; g++)
@@ -3468,6 +3474,7 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
     }
     for (int r = 0; r < nb; r++) {
         const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
+        for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)row + A2_AHEAD * row_bytes + o, _MM_HINT_T0);
         for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
         for (int g = 0; g < G; g++) {
             if (in->qxt) {
