@@ -311,6 +311,14 @@ of 24 layers' linears, cold weights, int8 / bf16 route (before the transposed pa
 same tokens. The cost curve with the transposed path: 16 tokens 3.8 one-token passes (5.4 without), 64 tokens
 14.9 (20.3).
 
+2026-11-30 (``benchmarks/results/run-2026-11-30-epyc-int8-avx2``), the same bits throughout: one-row passes decode
+each block into registers and multiply it at once (no group stored and read back), keep each row's sum in a register
+over its groups, gather the fp16 scales 4 to a general register (Q4_K's 6-bit scales unpacked 4 to a 32-bit word),
+and ask for the weight row 8 rows on (passes of under 10 rows); passes of 10 rows and more on rows of up to 4 groups
+(the 0.5B's 896-wide layers, 70% of its products) hold each input row's sums in registers over its groups, the weight
+rows' groups decoded once into L1. Whole passes of the 0.5B after 256 cached tokens: 1 token 0.76x the time (38.6 ->
+29 ms), 2-8 tokens 0.91-0.95x, 16-96 tokens 0.82-0.94x.
+
 Example::
 
     gemm = load()                     # None where it cannot be built here
