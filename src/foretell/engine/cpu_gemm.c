@@ -3265,8 +3265,10 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, 
 
 /* a2_group_dot straight from the row's blocks (one-row passes), each block's values decoded into registers and
  * multiplied at once (a2_decode would store the 8 blocks' vectors, and a2_group_dot read them back): the same
- * integers, then the same instructions. One-row calls (Zen 3 EPYC, 2 threads): Q8_0 0.78x the time, Q5_0 0.91x,
- * Q4_K 0.63x, Q6_K 0.80x; the 0.5B's output head (Q8_0, 145 MB) 0.89x. */
+ * integers, then the same instructions. With the sums kept in a register over the groups, the scales gathered in
+ * general registers and the rows prefetched (A2_AHEAD), one-row calls (Zen 3 EPYC, 2 threads, against the build
+ * before all three): Q8_0 0.72x the time, Q5_0 0.60x, Q4_K 0.64x, Q6_K 0.77x; the 0.5B's output head (Q8_0, 145 MB)
+ * 0.78x. */
 static inline __attribute__((always_inline)) __m256 a2_group_dot_blocks(const int fmt, const uint8_t *row, int g,
                                                                         const int count, const a2_input *in, size_t i,
                                                                         const int8_t *qx, __m256 acc) {
@@ -3448,8 +3450,9 @@ static inline __attribute__((always_inline)) void a2_rows_xs(const uint8_t *w, s
         for (int m = 0; m < M; m++) y[(size_t)m * N + n0 + r] = a2_hsum(acc[r * M + m]) + (b ? b[n0 + r] : 0.0f);
 }
 
-/* One-row passes read each weight row from memory once: they ask for the row this many rows on while computing one.
- * The 0.5B's output head (Q8_0, 145 MB, 2 threads, Zen 3 EPYC): 0.85x the time (17 GB/s), 4 or 16 rows on 0.84-0.87x. */
+/* Passes of a few rows read each weight row from memory once: they ask for the row this many rows on while computing
+ * one. The 0.5B's output head (Q8_0, 145 MB, one row, 2 threads, Zen 3 EPYC): 0.85x the time (17 GB/s), 4 or 16 rows
+ * on 0.84-0.87x; whole one-token passes 0.94x, 2-8 tokens 0.94-0.98x. */
 enum { A2_AHEAD = 8 };
 
 /* weight rows [n0, n0 + nb) against all M input rows; acc: A2_NB x M vectors of scratch */

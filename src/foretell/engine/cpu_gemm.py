@@ -314,10 +314,12 @@ same tokens. The cost curve with the transposed path: 16 tokens 3.8 one-token pa
 2026-11-30 (``benchmarks/results/run-2026-11-30-epyc-int8-avx2``), the same bits throughout: one-row passes decode
 each block into registers and multiply it at once (no group stored and read back), keep each row's sum in a register
 over its groups, gather the fp16 scales 4 to a general register (Q4_K's 6-bit scales unpacked 4 to a 32-bit word),
-and ask for the weight row 8 rows on (passes of under 10 rows); passes of 10 rows and more on rows of up to 4 groups
-(the 0.5B's 896-wide layers, 70% of its products) hold each input row's sums in registers over its groups, the weight
-rows' groups decoded once into L1. Whole passes of the 0.5B after 256 cached tokens: 1 token 0.76x the time (38.6 ->
-29 ms), 2-8 tokens 0.91-0.95x, 16-96 tokens 0.82-0.94x.
+and ask for the weight row 8 rows on (passes of under 10 rows); two-row passes take the transposed path (not for
+Q8_0); passes of 10 rows and more on rows of up to 4 groups (the 0.5B's 896-wide layers, 70% of its products) hold
+each input row's sums in registers over its groups, the weight rows' groups decoded once into L1. Whole passes of the
+0.5B (two engines alternating, medians of 8, after 256 / 2,048 cached tokens): 1 token 0.73x / 0.78x the time (44.2
+-> 32.1 ms), 2 tokens 0.86x / 0.87x, 4-8 tokens 0.94-0.95x, 16-32 tokens 0.73-0.78x, 64 tokens 0.65x / 0.82x, 96
+tokens 0.90x / 0.91x.
 
 Example::
 
