@@ -3404,8 +3404,8 @@ enum { A2_XS_ROWS = 48 };
 /* Rows of up to this many groups (1,024 values: the 0.5B's 896-wide layers, 70% of its products) take the input rows
  * one at a time: the weight rows' groups all decoded first (into L1), each input row's sums then kept in registers
  * over its groups, not stored and reloaded per group. The same a2_group_dot_t per (weight row, input row) in the same
- * order of groups: the same bits. A 9728 x 896 Q5_0 layer (2 threads, Zen 3 EPYC): 64 rows 0.84x the time, 256 and
- * 512 rows 0.90x; over 19 groups (4864-wide) the decoded groups no longer fit L1 and it was 1.2-1.4x slower. */
+ * order of groups: the same bits. A 9728 x 896 Q5_0 layer (2 threads, Zen 3 EPYC): 48-64 rows 0.75-0.78x the time,
+ * 256-512 rows 0.79-0.82x; over 19 groups (4864-wide) the decoded groups no longer fit L1 and it was 1.1-1.5x slower. */
 enum { A2_XS_SHORT = 4 };
 
 /* ... from this many rows (passes of 10-40 rows of that layer 0.58-0.87x the time, of 6-9 rows 1.06-1.16x) */
