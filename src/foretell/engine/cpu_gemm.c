@@ -3228,6 +3228,12 @@ static inline __m256i a2_fold16(const int fmt, const __m256i p[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(E, F, 0x20), _mm256_permute2x128_si256(E, F, 0x31));
 }
 
+/* acc + a group's 8 block sums (int32) times the weight blocks' scales ws times the input blocks' (dx): the float
+ * instructions every path runs on its integers, so that each gives the same bits */
+static inline __m256 a2_scale_add(__m256 acc, __m256i sum, __m256 ws, const a2_input *in, size_t i) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(ws, _mm256_loadu_ps(in->dx + i)), acc);
+}
+
 /* acc + group g's products of one input row (qx its 256 values, i its blocks' index) with the weight group */
 static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, const a2_group *w,
                                                                  const a2_input *in, size_t i, const int8_t *qx,
@@ -3239,7 +3245,7 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, 
             p[b] = _mm256_maddubs_epi16(w->v[b], _mm256_load_si256((const __m256i *)(qx + 32 * b)));
         __m256i sum = a2_fold16(fmt, p);
         if (fmt == GGUF_Q5_0) sum = _mm256_add_epi32(sum, _mm256_loadu_si256((const __m256i *)(in->off + i)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w->ws, _mm256_loadu_ps(in->dx + i)), acc);
+        acc = a2_scale_add(acc, sum, w->ws, in, i);
         if (fmt == GGUF_Q4_K) acc = _mm256_fmadd_ps(w->mn, _mm256_loadu_ps(in->xsum + i), acc);
         return acc;
     }
@@ -3258,7 +3264,7 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot(const int fmt, 
     if (fmt == GGUF_Q6_K)
         sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(in->s16 + 2 * i)), w->sc16), 5));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w->ws, _mm256_loadu_ps(in->dx + i)), acc);
+    acc = a2_scale_add(acc, sum, w->ws, in, i);
     if (fmt == GGUF_Q4_K) acc = _mm256_fmadd_ps(w->mn, _mm256_loadu_ps(in->xsum + i), acc);
     return acc;
 }
@@ -3284,7 +3290,7 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot_blocks(const in
         const __m256i sum = a2_fold16(fmt, pr);
         __m256 ws, mn;
         a2_q4k_scales(p, &ws, &mn);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(ws, _mm256_loadu_ps(in->dx + i)), acc);
+        acc = a2_scale_add(acc, sum, ws, in, i);
         return _mm256_fmadd_ps(mn, _mm256_loadu_ps(in->xsum + i), acc);
     }
     if (fmt == GGUF_Q6_K) {
@@ -3304,7 +3310,7 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot_blocks(const in
         sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(in->s16 + 2 * i)), sc16), 5));
         const __m256 ws = _mm256_set1_ps(half1(p + 208));
-        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(ws, _mm256_loadu_ps(in->dx + i)), acc);
+        return a2_scale_add(acc, sum, ws, in, i);
     }
     __m256i p[8];
     for (int b = 0; b < 8; b++) {
@@ -3321,7 +3327,7 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot_blocks(const in
     __m256i sum = fmt == GGUF_Q8_0 ? a2_fold(p) : a2_fold16(fmt, p);
     if (fmt == GGUF_Q5_0) sum = _mm256_add_epi32(sum, _mm256_loadu_si256((const __m256i *)(in->off + i)));
     const __m256 ws = a2_block_scales(row, fmt, g, count);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(ws, _mm256_loadu_ps(in->dx + i)), acc);
+    return a2_scale_add(acc, sum, ws, in, i);
 }
 
 /* a weight group decoded (a2_decode) and transposed for a2_group_dot_t: vt (and Q8_0's signs st) as a2_transpose
@@ -3382,7 +3388,7 @@ static inline __attribute__((always_inline)) __m256 a2_group_dot_t(const int fmt
         sum = _mm256_sub_epi32(_mm256_add_epi32(a, b), _mm256_slli_epi32(
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(in->s16 + 2 * i)), w->sc16), 5));
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w->ws, _mm256_loadu_ps(in->dx + i)), acc);
+    acc = a2_scale_add(acc, sum, w->ws, in, i);
     if (fmt == GGUF_Q4_K) acc = _mm256_fmadd_ps(w->mn, _mm256_loadu_ps(in->xsum + i), acc);
     return acc;
 }
@@ -3455,6 +3461,10 @@ static inline __attribute__((always_inline)) void a2_rows_xs(const uint8_t *w, s
  * on 0.84-0.87x; whole one-token passes 0.94x, 2-8 tokens 0.94-0.98x. */
 enum { A2_AHEAD = 8 };
 
+static inline void a2_prefetch_ahead(const uint8_t *row, size_t row_bytes) { /* a prefetch does not fault */
+    for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)row + A2_AHEAD * row_bytes + o, _MM_HINT_T0);
+}
+
 /* weight rows [n0, n0 + nb) against all M input rows; acc: A2_NB x M vectors of scratch */
 static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size_t row_bytes, const int fmt,
                                                           const a2_input *in, int M, int K, float *y, const float *b,
@@ -3469,8 +3479,7 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
         const int whole = K / 256; /* groups of 8 blocks: all but maybe a Q8_0 or Q5_0 row's last */
         for (int r = 0; r < nb; r++) {
             const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
-            for (size_t o = 0; o < row_bytes; o += 64) /* the row A2_AHEAD rows on (a prefetch does not fault) */
-                _mm_prefetch((const char *)row + A2_AHEAD * row_bytes + o, _MM_HINT_T0);
+            a2_prefetch_ahead(row, row_bytes);
             __m256 a = _mm256_setzero_ps();
             for (int g = 0; g < whole; g++) a = a2_group_dot_blocks(fmt, row, g, 8, in, (size_t)g * 8, in->qx + 256 * g, a);
             for (int g = whole; g < G; g++)
@@ -3481,7 +3490,7 @@ static inline __attribute__((always_inline)) void a2_rows(const uint8_t *w, size
     }
     for (int r = 0; r < nb; r++) {
         const uint8_t *row = w + (size_t)(n0 + r) * row_bytes;
-        for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)row + A2_AHEAD * row_bytes + o, _MM_HINT_T0);
+        a2_prefetch_ahead(row, row_bytes);
         for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
         for (int g = 0; g < G; g++) {
             if (in->qxt) {
