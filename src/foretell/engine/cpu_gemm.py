@@ -319,7 +319,11 @@ Q8_0); passes of 10 rows and more on rows of up to 4 groups (the 0.5B's 896-wide
 each input row's sums in registers over its groups, the weight rows' groups decoded once into L1. Whole passes of the
 0.5B (two engines alternating, medians of 8, after 256 / 2,048 cached tokens): 1 token 0.73x / 0.78x the time (44.2
 -> 32.1 ms), 2 tokens 0.86x / 0.87x, 4-8 tokens 0.94-0.95x, 16-32 tokens 0.73-0.78x, 64 tokens 0.65x / 0.82x, 96
-tokens 0.90x / 0.91x.
+tokens 0.90x / 0.91x. Later that day (``benchmarks/results/run-2026-11-30-epyc-threads``), the same bits: passes of
+2+ rows share out their weight rows in chunks, first come first served (a core slowed by its VM neighbours no longer
+holds the other at every call's end), and both threads quantize the inputs: the threads' samples waiting in OpenMP's
+barriers 7.4% -> 3.6% of a 96-token pass, 96-token passes 0.98x the time (one engine, its library swapped pass by
+pass: two engines, as above, carry a bias of a few percent).
 
 Example::
 
