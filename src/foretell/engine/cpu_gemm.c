@@ -3529,6 +3529,15 @@ A2_ROWS(a2_rows_q4_k, GGUF_Q4_K)
 A2_ROWS(a2_rows_q6_k, GGUF_Q6_K)
 
 enum { A2_CHUNKS = 8, A2_PREPARE_ALONE = 16384 };
+typedef void (*a2_rows_fn)(const uint8_t *, size_t, const a2_input *, int, int, float *, const float *, int, int, int,
+                           __m256 *);
+
+/* the call's block blk of A2_NB weight rows (fewer at the end) against all M input rows */
+static inline void a2_rows_block(a2_rows_fn rows, const uint8_t *w, size_t row_bytes, const a2_input *in, int M, int K,
+                                 float *y, const float *b, int N, int blk, __m256 *acc) {
+    const int n0 = blk * A2_NB;
+    rows(w, row_bytes, in, M, K, y, b, N, n0, N - n0 < A2_NB ? N - n0 : A2_NB, acc);
+}
 int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b, float *y, int M, int N, int K,
                        int threads) {
     const int per = q8_block_values(fmt);
@@ -3536,10 +3545,8 @@ int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b
     const size_t row_bytes = (size_t)K / per * q8_block_bytes(fmt);
     a2_input in = {0};
     if (a2_alloc(M, K, fmt, &in)) { a2_release(&in); return -1; }
-    void (*const rows)(const uint8_t *, size_t, const a2_input *, int, int, float *, const float *, int, int, int,
-                       __m256 *) =
-        fmt == GGUF_Q5_0 ? a2_rows_q5_0 : fmt == GGUF_Q8_0 ? a2_rows_q8_0 : fmt == GGUF_Q4_K ? a2_rows_q4_k
-        : a2_rows_q6_k;
+    const a2_rows_fn rows = fmt == GGUF_Q5_0 ? a2_rows_q5_0 : fmt == GGUF_Q8_0 ? a2_rows_q8_0
+                            : fmt == GGUF_Q4_K ? a2_rows_q4_k : a2_rows_q6_k;
     const int blocks = (N + A2_NB - 1) / A2_NB;
     /* one-row passes stream each thread's half of the weights (memory-bound); passes of more rows (compute-bound)
      * take A2_CHUNKS chunks a thread, first come first served, so that a core slowed by its neighbours (a shared
@@ -3564,21 +3571,23 @@ int foretell_linear_q8(const float *x, const uint8_t *w, int fmt, const float *b
         int bad; /* read after the loop's barrier: every thread sees the same */
         #pragma omp atomic read
         bad = bad_input;
-        __m256 *acc = bad ? NULL : aligned_alloc(32, (size_t)A2_NB * M * sizeof(__m256));
-        if (!bad && !acc) {
-            #pragma omp atomic write
-            failed = 1;
+        if (!bad) {
+            __m256 *acc = aligned_alloc(32, (size_t)A2_NB * M * sizeof(__m256));
+            if (!acc) {
+                #pragma omp atomic write
+                failed = 1;
+            }
+            if (M == 1) {
+                #pragma omp for schedule(static)
+                for (int blk = 0; blk < blocks; blk++)
+                    if (acc) a2_rows_block(rows, w, row_bytes, &in, M, K, y, b, N, blk, acc);
+            } else {
+                #pragma omp for schedule(dynamic, chunk)
+                for (int blk = 0; blk < blocks; blk++)
+                    if (acc) a2_rows_block(rows, w, row_bytes, &in, M, K, y, b, N, blk, acc);
+            }
+            free(acc);
         }
-        if (!bad && M == 1) {
-            #pragma omp for schedule(static)
-            for (int blk = 0; blk < blocks; blk++)
-                if (acc) rows(w, row_bytes, &in, M, K, y, b, N, blk * A2_NB, N - blk * A2_NB < A2_NB ? N - blk * A2_NB : A2_NB, acc);
-        } else if (!bad) {
-            #pragma omp for schedule(dynamic, chunk)
-            for (int blk = 0; blk < blocks; blk++)
-                if (acc) rows(w, row_bytes, &in, M, K, y, b, N, blk * A2_NB, N - blk * A2_NB < A2_NB ? N - blk * A2_NB : A2_NB, acc);
-        }
-        free(acc);
     }
     a2_release(&in);
     return bad_input ? -2 : failed ? -1 : 0;
