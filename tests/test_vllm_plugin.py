@@ -130,6 +130,8 @@ def test_launcher_passes_vllm_options_through():
     assert "custom_class" in argv[argv.index("--speculative-config") + 1]
     assert argv[-4:] == ["--tensor-parallel-size", "2", "--max-model-len", "2048"]
     assert "foretell.integrations.vllm.middleware.PredictionMiddleware" in argv
+    plain = vllm_argv(*build_parser().parse_known_args(["--model", "/m/qwen"]))
+    assert '"num_speculative_tokens": 64' in plain[plain.index("--speculative-config") + 1]  # DEFAULT_K
     own = vllm_argv(args, ["--speculative-config", '{"method": "ngram"}'])
     assert own.count("--speculative-config") == 1 and own[-1] == '{"method": "ngram"}'
     assert argv[argv.index("--served-model-name") + 1: argv.index("--host")] == ["qwen", "default"]
@@ -368,7 +370,10 @@ def test_bench_vllm_rows_ratios_and_targets():
     assert [t["met"] for t in summary["targets"]] == [False, False]
     text = "\n".join(_vllm_engine_section({"vllm_engine": out, "meta": {"dtype": "bfloat16", "vllm_k": 32},
                                            "tasks": []}))
-    assert "snake/score" in text and "SHORT" in text
+    assert "snake/score" in text and "SHORT" in text and "32 for both" in text  # an older run's meta: one K
+    text = "\n".join(_vllm_engine_section({"vllm_engine": out, "tasks": [], "meta": {
+        "dtype": "bfloat16", "vllm_k": 32, "vllm_foretell_k": 64}}))
+    assert "32 for vLLM's ngram, 64 for foretell's plugin" in text
 
 
 # -- the middleware, around a stand-in ASGI app with vLLM's response shapes -----------------------------
@@ -485,9 +490,12 @@ def test_the_vllm_bench_keeps_each_run_as_it_ends_so_a_run_cut_short_keeps_what_
     from foretell.bench import peers
     from foretell.bench.harness import RunResult
 
+    started = {}
+
     class Server:
         def __init__(self, model_dir, dtype, num_tokens, mode):
             self.mode = mode
+            started[mode] = num_tokens
 
         def __enter__(self):
             if self.mode == "plain":
@@ -507,7 +515,9 @@ def test_the_vllm_bench_keeps_each_run_as_it_ends_so_a_run_cut_short_keeps_what_
     tasks = [SimpleNamespace(name=n, prompt_ids=[1, 2, 3], max_tokens=4, prediction_text="x") for n in ("a", "b")]
     partial = tmp_path / "out" / "vllm_partial.jsonl"
     with pytest.raises(TimeoutError):
-        peers.run_vllm_engine("/m", "bfloat16", tasks, [(tasks[0], 3)], 8, None, partial=partial, server_cls=Server)
+        peers.run_vllm_engine("/m", "bfloat16", tasks, [(tasks[0], 3)], {"ngram": 32, "foretell": 64}, None,
+                              partial=partial, server_cls=Server)
+    assert started == {"ngram": 32, "foretell": 64, "plain": 1}  # each speculative server its own longest draft
     rows = [json.loads(line) for line in partial.read_text().splitlines()]
     assert [(r["mode"], r["task"]) for r in rows] == [
         ("ngram", "a"), ("ngram", "b"), ("ngram", "concurrent:a"), ("foretell", "a"), ("foretell", "b"),

@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vllm: also run the verbatim/edit/real-edit tasks and the largest concurrency level on vLLM plain, "
                         "vLLM ngram (file in the prompt) and vLLM + foretell's plugin (needs .venv-vllm, see "
                         "docs/VLLM.md); the embedded engine runs beside it as usual")
-    p.add_argument("--vllm-k", type=int, default=32, help="vLLM num_speculative_tokens, ngram and foretell alike")
+    p.add_argument("--vllm-k", type=int, default=32, help="vLLM ngram's num_speculative_tokens (default 32)")
+    p.add_argument("--vllm-foretell-k", type=int, default=None,
+                   help="num_speculative_tokens of vLLM + foretell's plugin (default: scripts/serve's, 64)")
     p.add_argument("--temperature", type=_temperature, default=0.0,
                    help="0 = greedy (default); above 0: seeded sampling, the same tokens with and without "
                         "speculation (HF and vLLM peers are skipped)")
@@ -139,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         concurrency_max_tokens=args.concurrency_max_tokens,
         engine=args.engine,
         vllm_k=args.vllm_k,
+        **({} if args.vllm_foretell_k is None else {"vllm_foretell_k": args.vllm_foretell_k}),
         repeat=args.repeat,
         temperature=args.temperature,
         seed=args.seed,

