@@ -253,7 +253,8 @@ def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: dict[str, i
                     partial: Path | None = None, server_cls=None) -> dict[str, Any]:
     """``foretell bench --engine vllm``: the same tasks on three vLLM servers in turn (plain, vLLM's n-gram
     with the file in the prompt, foretell's plugin with the prediction), each task alone, then ``conc_jobs``
-    (tasks sent at once); ``k``: num_speculative_tokens per speculative mode ("ngram", "foretell"). Returns {"runs": {mode: {task: RunResult}}, "concurrency": {mode: (results, wall)}}.
+    (tasks sent at once); ``k``: num_speculative_tokens per speculative mode ("ngram", "foretell"). Returns
+    {"runs": {mode: {task: RunResult}}, "concurrency": {mode: (results, wall)}}.
     Each run is also appended to ``partial`` (JSON lines) as it ends, so a run cut short (a lent GPU's lease
     ending) keeps what it measured.
     """
