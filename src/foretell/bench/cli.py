@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from foretell.bench.workloads import DEFAULT_SUITES, SUITES
+from foretell.integrations.vllm.serve import DEFAULT_K as VLLM_FORETELL_K
 
 DEFAULT_OUT = Path("benchmarks/results")
 
@@ -75,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "vLLM ngram (file in the prompt) and vLLM + foretell's plugin (needs .venv-vllm, see "
                         "docs/VLLM.md); the embedded engine runs beside it as usual")
     p.add_argument("--vllm-k", type=int, default=32, help="vLLM ngram's num_speculative_tokens (default 32)")
-    p.add_argument("--vllm-foretell-k", type=int, default=None,
-                   help="num_speculative_tokens of vLLM + foretell's plugin (default: scripts/serve's, 64)")
+    p.add_argument("--vllm-foretell-k", type=int, default=VLLM_FORETELL_K,
+                   help=f"num_speculative_tokens of vLLM + foretell's plugin (default: scripts/serve's, {VLLM_FORETELL_K})")
     p.add_argument("--temperature", type=_temperature, default=0.0,
                    help="0 = greedy (default); above 0: seeded sampling, the same tokens with and without "
                         "speculation (HF and vLLM peers are skipped)")
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         concurrency_max_tokens=args.concurrency_max_tokens,
         engine=args.engine,
         vllm_k=args.vllm_k,
-        **({} if args.vllm_foretell_k is None else {"vllm_foretell_k": args.vllm_foretell_k}),
+        vllm_foretell_k=args.vllm_foretell_k,
         repeat=args.repeat,
         temperature=args.temperature,
         seed=args.seed,
