@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 import torch
 
-from foretell.core.adaptive_k import AttentionCost, CostModel
+from foretell.core.adaptive_k import AttentionCost, CostModel, LineCalibrator
 from foretell.engine import cost
 from foretell.engine.runner import ModelRunner
 from foretell.testing import make_tiny_model
@@ -508,3 +509,62 @@ def test_the_prompt_route_is_measured_once_and_cached(tmp_path, clock):
     assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 512) == 128 and len(runner.routes) == timed
     assert cost.cached_prompt_kernel_rows(runner, "m", tmp_path, 64) == 64  # another chunk size: measured anew
     assert len(runner.routes) > timed
+
+
+def _vllm_cpu_seconds(n: int) -> float:
+    """vLLM's steps on the 2-core AMD EPYC VM (fp32, the 0.5B): 0.268 s + 19 ms a token."""
+    return 0.268 + 0.019 * n
+
+
+def test_the_line_calibrator_learns_a_steep_curve_from_drafts_of_every_length():
+    """vLLM's drafts vary in length step to step, so few pass sizes repeat: fed the same passes (sizes 1..40 in
+    turn, machine drift of +-20% from pass to pass, a few passes slowed 3x by load), the line calibrator's curve
+    is the machine's (5.2x at 65 tokens) where CostCalibrator's stays the flat start-up curve it was given."""
+    flat = {2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52}
+    line, sizes = LineCalibrator(flat), cost.CostCalibrator(flat)
+    rng = np.random.default_rng(0)
+    for i in range(64):
+        n = 1 + (i * 7) % 40
+        seconds = _vllm_cpu_seconds(n) * (3.0 if i % 16 == 5 else 1.0 + 0.02 * rng.standard_normal())
+        for calibrator in (line, sizes):
+            calibrator.observe(n, seconds)
+    truth = _vllm_cpu_seconds(65) / _vllm_cpu_seconds(1)
+    assert line.points()[64] == pytest.approx(_vllm_cpu_seconds(64) / _vllm_cpu_seconds(1), rel=0.05)
+    assert CostModel(line.points()).ratio(65) == pytest.approx(truth, rel=0.05)
+    assert sizes.points()[64] == flat[64]
+
+
+def test_the_line_calibrator_follows_drift_and_keeps_its_last_fit_without_spread():
+    """Drift scales a pass's fixed and per-token parts alike: a machine 1.6x slower gives the same curve.
+    Without passes spanning 4x in size (a reply copied in full-length drafts) the last fit stands; before any
+    fit, the start-up curve."""
+    start = {2: 1.07, 64: 5.0}
+    calibrator = LineCalibrator(start, every=1)
+    for n in (1, 1, 1, 1, 65, 65, 65, 65):
+        assert calibrator.observe(n, _vllm_cpu_seconds(n)) is None or n == 65
+    assert calibrator.points()[64] == pytest.approx(_vllm_cpu_seconds(64) / _vllm_cpu_seconds(1), rel=1e-3)
+    fitted = calibrator.points()
+    for n in (1, 17, 33, 65) * 16:  # the whole window from a slower spell
+        calibrator.observe(n, _vllm_cpu_seconds(n) * 1.6)
+    assert calibrator.points() == pytest.approx(fitted, rel=1e-3)
+    for _ in range(64):  # then full-length drafts only: once the window holds no other size, the fit stands
+        calibrator.observe(65, _vllm_cpu_seconds(65) * 1.6)
+    assert {n for n, _ in calibrator.passes} == {65}
+    assert calibrator.points() == pytest.approx(fitted, rel=1e-3)
+    fresh = LineCalibrator(start, every=1)
+    for _ in range(64):
+        fresh.observe(65, 1.0)
+    assert fresh.points() == {1: 1.0, **start}
+
+
+def test_the_line_calibrator_never_promises_long_passes_cheaper_than_the_start_up_curve():
+    """A GPU's passes stay flat until they are compute-bound: a line through passes of 1-33 tokens says nothing
+    of 512. Beyond twice the largest size seen the curve is never below the start-up one; within, the line."""
+    gpu = {2: 1.01, 8: 1.03, 32: 1.08, 64: 1.15, 128: 1.3, 256: 1.6, 512: 2.2, 1024: 3.5}
+    calibrator = LineCalibrator(gpu, every=1)
+    for n in (1, 5, 9, 17, 33) * 4:
+        calibrator.observe(n, 0.012 + 0.00001 * n)
+    points = calibrator.points()
+    assert points[32] == pytest.approx((0.012 + 0.00032) / (0.012 + 0.00001), rel=1e-3)
+    assert points[128] == pytest.approx(gpu[128]) and points[512] == pytest.approx(gpu[512])
+    assert all(1.0 <= points[n] <= n for n in points)

