@@ -504,7 +504,7 @@ class LineCalibrator:
     :class:`CostCalibrator` refines a measured curve one pass size at a time and needs a size's passes beside
     one-token passes to raise it. vLLM drafts vary in length step to step, and on a CPU a pass takes 0.3-1.5 s,
     so few sizes repeat: on the 2-core AMD EPYC VM (fp32, the 0.5B) the plugin's curve stayed the embedded
-    engine's (1.52x a one-token pass at 64 tokens) where vLLM's steps cost ~0.29 s + 19 ms a token (5x at 64),
+    engine's (1.52x a one-token pass at 64 tokens) where vLLM's steps cost 0.27 s + 19 ms a token (5.2x at 65),
     and long drafts on weak evidence looked nearly free: rename and docstrings lost time at K = 64.
 
     Here every pass counts: the last ``window`` passes (tokens, seconds), a least-squares line through them,
@@ -590,6 +590,7 @@ def _line(ns: np.ndarray, ts: np.ndarray, spread: float) -> tuple[float, float] 
     b = max(float(b), 0.0)
     a = float(ts.mean() - b * ns.mean()) if b == 0.0 else float(a)
     return (a, b) if a + b > 0.0 else None
+
 
 def _require(cond: bool, name: str, message: str) -> None:
     if not cond:
