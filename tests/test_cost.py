@@ -518,7 +518,7 @@ def _vllm_cpu_seconds(n: int) -> float:
 
 def test_the_line_calibrator_learns_a_steep_curve_from_drafts_of_every_length():
     """vLLM's drafts vary in length step to step, so few pass sizes repeat: fed the same passes (sizes 1..40 in
-    turn, machine drift of +-20% from pass to pass, a few passes slowed 3x by load), the line calibrator's curve
+    turn, 2% noise from pass to pass, a few passes slowed 3x by load), the line calibrator's curve
     is the machine's (5.2x at 65 tokens) where CostCalibrator's stays the flat start-up curve it was given."""
     flat = {2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52}
     line, sizes = LineCalibrator(flat), cost.CostCalibrator(flat)

@@ -531,9 +531,9 @@ class LineCalibrator:
         self.line: tuple[float, float] | None = None  # (a, b) of the last fit, in seconds
         self.current = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
 
-    def observe(self, tokens: int, seconds: float, extra: float = 0.0) -> CostModel | None:
-        """A pass over ``tokens`` new tokens took ``seconds`` (``extra``: accepted for :class:`CostCalibrator`'s
-        interface; a sliding window follows a growing context instead)."""
+    def observe(self, tokens: int, seconds: float) -> CostModel | None:
+        """A pass over ``tokens`` new tokens took ``seconds`` (a growing context is followed by the sliding window,
+        not corrected for as in :class:`CostCalibrator`)."""
         if tokens < 1 or not (math.isfinite(seconds) and seconds > 0.0):
             return None
         self.passes.append((tokens, seconds))
