@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # vLLM + foretell on a lent GPU machine that reaches no registry (docs/GPU.md, "vLLM on CUDA").
 #
-# What travels (parts of 63 MB under tmp/dev/, one part per device call, kept between calls on one machine; move
-# benchmarks/results out of the checkout for the lease, or the working tree (64 MiB a call) will not hold a part):
+# What travels (parts of 60-61 MB under tmp/dev/, built here by benchmarks/gpu_vllm_parts.sh; one part per device
+# call, kept between calls on one machine; move benchmarks/results out of the checkout for the lease, or the working
+# tree (64 MiB a call) will not hold a part):
 #   s0 s1  sw.tar.xz: vsite/ = the CUDA wheel of vllm 0.26.0 (the newest release that pins torch 2.11.0, the
 #          machine's torch) unpacked, less its FA2 and MoE kernels and the vllm-rs binary (FA3 serves Hopper, the
-#          model is dense); deps/ = the 86 packages its import needs that the machine's image lacks (cp312
+#          model is dense); deps/ = the 87 packages of benchmarks/gpu_vllm_deps.txt that the machine's image lacks (cp312
 #          wheels, unpacked); tf/ = transformers 5.24 for foretell itself (vLLM keeps the image's 5.17).
 #          Carry sw.sha256 (65 bytes) beside s0; without it xz's own CRC64 checks the parts.
 #   cfg.tar.xz  the default model's config and tokenizer (1.4 MB): `smoke` serves its shapes with random weights

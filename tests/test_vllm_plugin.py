@@ -527,6 +527,55 @@ def test_the_vllm_bench_keeps_each_run_as_it_ends_so_a_run_cut_short_keeps_what_
     assert rows[2]["batch_wall_s"] == 2.5 and rows[0]["output_tokens"] == 4 and "token_ids" not in rows[0]
 
 
+def test_each_vllm_bench_server_verifies_drafts_before_its_clock_starts():
+    """On an H200 a fresh server compiled vLLM's rejection-sampling kernel inside the timed 8-request batch (a
+    quarter of a second long): the warm-up used 32 prompt tokens and 4 output tokens, too few to draft. Each server
+    now first answers the first task's whole prompt and the concurrent batch, untimed, with their predictions."""
+    from types import SimpleNamespace
+
+    from foretell.bench import peers
+    from foretell.bench.harness import RunResult
+
+    calls = []
+
+    class Server:
+        def __init__(self, model_dir, dtype, num_tokens, mode):
+            self.mode = mode
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def complete(self, prompt_ids, max_tokens, variant, prediction=None):
+            calls.append((self.mode, variant, len(prompt_ids), max_tokens, prediction))
+            return RunResult(variant=variant, token_ids=[1] * max_tokens, wall_s=1.0, ttft_s=0.1, decode_s=0.9,
+                             first_chunk=1, forward_passes=max_tokens)
+
+        def complete_many(self, jobs, variant):
+            calls.append((self.mode, variant, "batch", [job[1] for job in jobs], [job[2] for job in jobs]))
+            return [self.complete(*job[:2], "in-batch") for job in jobs], 2.5
+
+    class Tok:
+        def decode(self, ids, **kwargs):
+            return "P" * len(ids)
+
+    prompt = list(range(40))
+    tasks = [SimpleNamespace(name=n, prompt_ids=prompt, max_tokens=64, prediction_ids=[7, 8, 9], prediction_text=None)
+             for n in "ab"]
+    peers.run_vllm_engine("/m", "bfloat16", tasks, [(tasks[0], 48), (tasks[1], 48)], {"ngram": 32, "foretell": 64},
+                          Tok(), server_cls=Server)
+    for mode in ("ngram", "foretell", "plain"):
+        mine = [c for c in calls if c[0] == mode and c[1] != "in-batch"]
+        prediction = "PPP" if mode == "foretell" else None
+        warm = peers.VLLM_WARMUP_TOKENS
+        assert mine[0] == (mode, "warmup", 40, warm, prediction)  # the whole prompt, enough tokens to draft
+        assert mine[1] == (mode, "warmup", "batch", [warm, warm], [prediction] * 2)  # then the batch, untimed
+        assert [c[1] for c in mine[2:]] == [f"vllm_{mode}"] * 3  # only then the timed runs
+        assert mine[-1][2] == "batch" and mine[-1][3] == [48, 48]
+
+
 def test_the_proposer_reports_its_time_per_step_in_vllms_log(caplog):
     """On a GPU the proposer's Python sits between two passes of ~12 ms (vLLM 0.26 on an H200: 8 concurrent
     requests took 30-34 ms a step with foretell's plugin against 17 ms with vLLM's n-gram): every 10 s the

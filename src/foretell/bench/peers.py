@@ -274,7 +274,7 @@ def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: dict[str, i
         variant = f"vllm_{mode}"
         pred_text = (lambda t: _prediction_text(t, tokenizer)) if mode == "foretell" else (lambda t: None)
         with server_cls(model_dir, dtype, num_tokens=k.get(mode, 1), mode=mode) as server:
-            server.complete(tasks[0].prompt_ids[:32], 4, "warmup")
+            _warm_up(server, tasks[0], conc_jobs, pred_text)
             runs[mode] = {}
             for task in tasks:
                 runs[mode][task.name] = server.complete(task.prompt_ids, task.max_tokens, variant, pred_text(task))
@@ -285,6 +285,20 @@ def run_vllm_engine(model_dir: str, dtype: str, tasks, conc_jobs, k: dict[str, i
                 for (t, _), result in zip(conc_jobs, conc[mode][0]):
                     keep(mode, f"concurrent:{t.name}", result, conc[mode][1])
     return {"runs": runs, "concurrency": conc}
+
+
+VLLM_WARMUP_TOKENS = 16
+
+
+def _warm_up(server, task, conc_jobs, pred_text) -> None:
+    """Untimed requests that take the same paths as the timed ones: ``task``'s whole prompt (and prediction),
+    alone and then as the concurrent batch, :data:`VLLM_WARMUP_TOKENS` tokens each, so that every speculative
+    server verifies drafts before its clock starts. On an H200 a fresh server's first verify passes compiled vLLM's
+    Triton rejection-sampling kernel ("JIT compilation during inference") inside the timed 8-request batch, which
+    lasts a quarter of a second there (benchmarks/results/gpu-2026-11-30-h200-vllm)."""
+    server.complete(task.prompt_ids, VLLM_WARMUP_TOKENS, "warmup", pred_text(task))
+    if conc_jobs:
+        server.complete_many([(t.prompt_ids, VLLM_WARMUP_TOKENS, pred_text(t)) for t, _ in conc_jobs], "warmup")
 
 
 def _prediction_text(task, tokenizer) -> str | None:

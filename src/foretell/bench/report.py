@@ -445,8 +445,10 @@ def _vllm_engine_section(result: dict[str, Any]) -> list[str]:
              f"dtype ({meta['dtype']}), prefix caching off, in this order: vLLM's `ngram` (prompt lookup, the file is "
              "in the prompt), foretell's plugin (`custom_class` proposer + middleware, the request carries the "
              "prediction) and plain (no speculation); num_speculative_tokens: "
-             f"{_spec_k(k, fk)}. Ratios are wall "
-             "times within this run. The embedded engine's foretell tok/s on the same task is beside it.", ""]
+             f"{_spec_k(k, fk)}. Each server first answers untimed warm-up requests on the first task's prompt and "
+             "the concurrent batch's (16 tokens each, with their predictions), so that its first verify passes fall "
+             "outside the clock. Ratios are wall times within this run. The embedded engine's foretell tok/s on the "
+             "same task is beside it.", ""]
     lines += _table(["task", "out tok", "vLLM plain tok/s", "vLLM ngram tok/s", "vLLM+foretell tok/s",
                      "foretell/ngram", "foretell/plain", "ngram/plain", "accept", "identical ngram / foretell",
                      "embedded foretell tok/s"],
