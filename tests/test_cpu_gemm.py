@@ -367,12 +367,11 @@ def test_attention_refuses_what_it_cannot_take(gemm):
         gemm.attention(q[:3], k, v, first, end, 0.1)
 
 
-def test_the_avx2_build_computes_the_same_attention_and_keeps_queries_independent(gemm, monkeypatch, tmp_path):
+def test_the_avx2_build_computes_the_same_attention_and_keeps_queries_independent(gemm, tmp_path):
     """The AVX2 code path (8-lane vectors), built here with AVX-512 turned off, where this CPU has AVX2."""
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         pytest.skip("no AVX2 here")
-    monkeypatch.setattr(cpu_gemm, "FLAGS", (*cpu_gemm.FLAGS, "-mno-avx512f"))
-    path = cpu_gemm._build(tmp_path)
+    path = cpu_gemm._build(tmp_path, (*cpu_gemm.FLAGS, "-mno-avx512f"))  # (FLAGS is _build's default, bound once)
     avx2 = cpu_gemm.CpuGemm(__import__("ctypes").CDLL(str(path)), path)
     assert avx2.lanes == 8 and avx2.key_tile == 16
     cpu_gemm._check(avx2)
@@ -643,12 +642,11 @@ def test_fp32_layer_glue_matches_torchs_ops_and_keeps_rows_apart(gemm):
     _glue_fp32_checks(gemm)
 
 
-def test_the_avx2_build_has_the_fp32_layer_glue(monkeypatch, tmp_path):
+def test_the_avx2_build_has_the_fp32_layer_glue(tmp_path):
     """The fp32 glue's AVX2 code path (8-lane vectors, tails through masked loads), built with AVX-512 turned off."""
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         pytest.skip("no AVX2 here")
-    monkeypatch.setattr(cpu_gemm, "FLAGS", (*cpu_gemm.FLAGS, "-mno-avx512f"))
-    path = cpu_gemm._build(tmp_path)
+    path = cpu_gemm._build(tmp_path, (*cpu_gemm.FLAGS, "-mno-avx512f"))  # (FLAGS is _build's default, bound once)
     avx2 = cpu_gemm.CpuGemm(__import__("ctypes").CDLL(str(path)), path)
     assert avx2.lanes == 8 and avx2.glues(torch.float32) and not avx2.glues(torch.bfloat16)
     _glue_fp32_checks(avx2)

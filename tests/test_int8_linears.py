@@ -198,7 +198,7 @@ def test_panels_give_every_pass_the_bits_of_the_many_row_kernel(many_rows, fmt):
     width = 512 if fmt in ("Q4_K", "Q6_K") else 576
     weight, _ = blocks_of(fmt, 48, width, seed=7)
     panels = many_rows.panels(weight)
-    assert panels is not None and panels.fmt == cpu_many_rows.PANELS + weight.fmt and panels.shape == weight.shape
+    assert panels is not None and panels.fmt == cpu_gemm.PANELS + weight.fmt and panels.shape == weight.shape
     assert panels.data.numel() == (weight.data.numel() * 148 // 144 if fmt == "Q4_K" else weight.data.numel())
     assert many_rows.panels(panels) is None and many_rows.int8_takes(panels)
     bias = torch.randn(48, generator=torch.Generator().manual_seed(8))
@@ -270,7 +270,7 @@ def test_a_pass_with_prompt_chunks_on_panels_is_one_call_with_each_rows_bits(man
     linear.gguf_weight = weight
     rows = ExactRows()
     layer = ExactKernelLinear(linear, many_rows, rows, int8=True, panels=panels)
-    assert (layer.int8.fmt >= cpu_many_rows.PANELS) == panels
+    assert (layer.int8.fmt >= cpu_gemm.PANELS) == panels
     # no pass reads the kernel's bf16 copy of the weight (every kernel row takes int8 products): none is kept; on
     # panels no pass reads the library's fp32 one either
     assert layer.kernel_weight.numel() == 0 and (layer.dense is None) == panels
