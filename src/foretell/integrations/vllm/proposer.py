@@ -181,7 +181,8 @@ class DraftBook:
         self.clock = clock
         self.classes = classes
         self.requests: dict[str, RequestDrafts] = {}
-        self._pending: tuple[float, int] | None = None  # (when the last step returned, tokens of the next pass)
+        # (when the last step returned, per request: its token and draft, 1 + k, for the next pass)
+        self._pending: tuple[float, dict[str, int]] | None = None
         self.times = StepTimes()
         self._last_start: float | None = None  # when the last step began
         self._reported: float | None = None  # when the times were last logged (or the first step began)
@@ -189,16 +190,21 @@ class DraftBook:
     def _calibrate(self, rows: Sequence[adapter.Row | None], decoding: list[bool]) -> None:
         """Time the pass that ran since the last step, if it held decode/verify tokens only: every row of the
         last step decoded (checked when it was set) and no row now is a prompt chunk or a new request (whose
-        prompt was in the pass). A better curve prices every request's drafts from this step on."""
+        prompt was in the pass). The pass held the token and draft of each request still in the batch: a request
+        that finished at the last step (its length, a stop token) left before the pass, its draft unverified. A
+        better curve prices every request's drafts from this step on."""
         pending, self._pending = self._pending, None
         if self.calibrator is None or pending is None:
             return
-        if not all(decoding) or any(row.req_id not in self.requests for row in rows if row is not None):
+        if not all(decoding) or any(row.req_id not in pending[1] for row in rows if row is not None):
             return
         seconds = self.clock() - pending[0]
         if not 0.0 < seconds <= self.MAX_STEP_SECONDS:
             return
-        cost = self.calibrator.observe(pending[1], seconds)
+        tokens = sum(pending[1][row.req_id] for row in rows if row is not None)
+        if tokens <= 0:
+            return
+        cost = self.calibrator.observe(tokens, seconds)
         if cost is not None:
             self.cost = cost
             for state in self.requests.values():
@@ -269,7 +275,7 @@ class DraftBook:
             batch_tokens += 1 + len(decision.draft)
             batch_expected += decision.expected
         if drafts and all(decoding):  # the next pass holds each row's token and draft, nothing else
-            self._pending = (self.clock(), sum(1 + len(d) for d in drafts))
+            self._pending = (self.clock(), {row.req_id: 1 + len(d) for row, d in zip(rows, drafts)})
         return drafts
 
 
