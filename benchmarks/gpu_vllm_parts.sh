@@ -55,12 +55,10 @@ model() {
   ls -l "$DEV"/m[0-9]* "$DEV/cfg.tar.xz"
 }
 
-for step in "${@:-sw model}"; do
-  for s in $step; do
-    case "$s" in
-      sw) sw ;;
-      model) model ;;
-      *) echo "unknown step: $s"; exit 2 ;;
-    esac
-  done
+for step in ${*:-sw model}; do
+  case "$step" in
+    sw) sw ;;
+    model) model ;;
+    *) echo "unknown step: $step"; exit 2 ;;
+  esac
 done

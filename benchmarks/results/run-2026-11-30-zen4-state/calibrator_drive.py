@@ -2,7 +2,7 @@
 prompt, then the 8-request batch, 16 tokens each; the two tasks; the timed 8-request batch), through the official client,
 each request's wall time appended to /tmp/calib.txt. With the proposer patched to append each calibrator sample
 ("tokens seconds rows") to the same file, it shows what the cost line was fed. Usage: python calibrator_drive.py PORT"""
-import sys, time, json
+import sys, time
 from concurrent.futures import ThreadPoolExecutor
 from openai import OpenAI
 from transformers import AutoTokenizer
