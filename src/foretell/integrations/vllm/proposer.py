@@ -15,8 +15,9 @@ curve; chains only, as vLLM verifies one draft per request). Nothing here touche
 The verify-cost curve starts from ``FORETELL_VLLM_COST_POINTS`` (JSON ``{"n": t(n)/t(1)}``; default: on a GPU
 :data:`GPU_COST_POINTS`, elsewhere :data:`CPU_COST_POINTS`, vLLM's own steps on a 2-core CPU) and is then fitted to
 the steps vLLM actually runs (:class:`foretell.core.adaptive_k.HingeCalibrator`: flat up to a knee, then a line,
-t(n) = c + b·max(n − knee, 0), through the last 64 steps): the time from one ``propose`` call to the next is one engine step, and a step whose batch held
-decode and verify tokens only (no prompt chunk, no new request) is one sample of the cost of that many tokens. On
+t(n) = c + b·max(n − knee, 0), through the last 64 steps): the time from one ``propose`` call to the next is one
+engine step, and a step whose batch held decode and verify tokens only (no prompt chunk, no new request) is one
+sample of the cost of that many tokens. On
 a CPU, where a 64-token vLLM pass costs five one-token passes, long drafts on weak evidence then stay dear, and
 on a machine where they are cheap the curve learns that within a few requests.
 
