@@ -105,7 +105,7 @@ def batch_rows(runner: Any) -> Iterator[Row | None]:
         max_tokens = getattr(params, "max_tokens", None)
         yield Row(req_id, prompt, dict(getattr(params, "extra_args", None) or {}),
                   frozenset(getattr(params, "all_stop_token_ids", None) or ()),
-                  int(max_tokens) if isinstance(max_tokens, int) else None)
+                  max_tokens if isinstance(max_tokens, int) else None)
 
 
 def live_request_ids(runner: Any) -> set[str]:

@@ -203,9 +203,7 @@ class DraftBook:
         if not 0.0 < seconds <= self.MAX_STEP_SECONDS:
             return
         tokens = sum(pending[1][row.req_id] for row in rows if row is not None)
-        if tokens <= 0:
-            return
-        cost = self.calibrator.observe(tokens, seconds)
+        cost = self.calibrator.observe(tokens, seconds)  # (no sample for an empty pass: tokens < 1)
         if cost is not None:
             self.cost = cost
             for state in self.requests.values():
