@@ -58,7 +58,7 @@ def test_serve_options_map_to_engine_config():
     assert (cfg.argmax_head, cfg.layer_glue) == (True, True)
     off = cli._engine_config(cli.build_parser().parse_args(["serve", "--no-argmax-head", "--no-layer-glue"]))
     assert (off.argmax_head, off.layer_glue) == (False, False)
-    assert cfg.int8_linears is None  # auto: on without AMX and AVX512-BF16 (runner.int8_by_default)
+    assert cfg.int8_linears is None  # auto: in fp32 without AMX (runner.int8_by_default, int8_dtype)
     assert cli._engine_config(cli.build_parser().parse_args(["serve", "--no-int8-linears"])).int8_linears is False
     assert cli._engine_config(cli.build_parser().parse_args(["serve", "--int8-linears"])).int8_linears is True
 
@@ -88,6 +88,15 @@ def test_serve_loads_the_packaged_drafter_of_the_1_5b_unless_told_otherwise():
 def test_bad_option_value_is_a_clear_error(capsys):
     assert cli.main(["serve", "--max-num-seqs", "0"]) == 2
     assert "--max-num-seqs" in capsys.readouterr().err
+
+
+def test_int8_linears_with_a_bf16_model_is_a_clear_error(capsys, tiny_dir):
+    """The int8 route computes in fp32: asked for with bf16 weights, start-up stops with one line naming the field
+    (it crashed with a traceback in the first prompt chunk before)."""
+    argv = ["generate", "hi", "--model", str(tiny_dir), "--dtype", "bfloat16", "--device", "cpu", "--int8-linears"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "int8_linears" in err and "float32" in err and "Traceback" not in err
 
 
 def test_bench_delegates(monkeypatch):

@@ -346,10 +346,62 @@ def test_q6_k_blocks_are_the_int8_routes_alone(gemm):
         gemm.dequantize(weight)
 
 
-def test_on_by_default_only_without_native_bf16(gemm):
-    assert int8_by_default(gemm) == (not gemm.amx and not gemm.bf16dot)
-    assert not int8_by_default(gemm.without_amx()) or not gemm.bf16dot
+def test_on_by_default_without_amx(gemm):
+    assert int8_by_default(gemm) == (not gemm.amx)
+    assert int8_by_default(gemm.without_amx())
     assert not int8_by_default(None)
+
+
+def test_auto_dtype_is_fp32_where_the_int8_route_takes_a_model_with_blocks(tmp_path, monkeypatch):
+    """``--dtype auto`` on a CPU with native bf16 and no AMX (an AMD EPYC Zen 4: plain decoding of the 0.5B 1.8x as
+    fast on the int8 route): fp32, so that exact mode's int8 route takes the layers; not for a model without GGUF
+    blocks, with AMX, off the CPU, or where the route or exact mode is turned off."""
+    from types import SimpleNamespace
+
+    from foretell.engine import runner as runner_module
+    from foretell.models.gguf_blocks import BLOCKS_FILE
+
+    cpu, bf16, fp32 = torch.device("cpu"), torch.bfloat16, torch.float32
+    bare, blocks = tmp_path / "bare", tmp_path / "blocks"
+    bare.mkdir(), blocks.mkdir()
+    (blocks / BLOCKS_FILE).write_bytes(b"")
+    zen4 = SimpleNamespace(int8=True, amx=False, bf16dot=True)
+    monkeypatch.setattr(cpu_gemm, "load", lambda: zen4)
+    assert runner_module.int8_dtype(cpu, bf16, blocks) == fp32
+    assert runner_module.int8_dtype(cpu, bf16, bare) == bf16
+    assert runner_module.int8_dtype(cpu, fp32, blocks) == fp32
+    assert runner_module.int8_dtype(torch.device("cuda"), bf16, blocks) == bf16
+    assert runner_module.int8_dtype(cpu, bf16, blocks, int8=False) == bf16
+    assert runner_module.int8_dtype(cpu, bf16, blocks, exact=False) == bf16
+    monkeypatch.setattr(cpu_gemm, "load", lambda: SimpleNamespace(int8=True, amx=True, bf16dot=True))
+    assert runner_module.int8_dtype(cpu, bf16, blocks) == bf16  # AMX's bf16 tiles: not measured against it
+    assert runner_module.int8_dtype(cpu, bf16, blocks, int8=True) == fp32  # asked for
+    monkeypatch.setattr(cpu_gemm, "load", lambda: SimpleNamespace(int8=False, amx=False, bf16dot=True))
+    assert runner_module.int8_dtype(cpu, bf16, blocks, int8=True) == bf16  # no int8 products in this build
+
+
+def test_an_engine_left_to_auto_on_a_bf16_cpu_serves_the_int8_route(gemm, converted, monkeypatch):
+    """From the configuration down: with native bf16 and no AMX (the CPU's flags faked where it has AMX or no bf16),
+    ``--dtype auto`` loads the converted model in fp32 with every layer on int8 products; asked for bf16 it keeps the
+    bf16 route, and asked for bf16 with ``--int8-linears`` it refuses, naming the field (it crashed in a prompt
+    chunk before)."""
+    from foretell.config import ConfigError
+
+    monkeypatch.setattr(loader, "cpu_supports_bf16", lambda: True)
+    monkeypatch.setattr(cpu_gemm, "load", lambda: gemm.without_amx())
+
+    def engine(**kwargs):
+        return LLMEngine.from_config(EngineConfig(model=str(converted), device="cpu", measure_cost_curve=False,
+                                                  **kwargs))[0]
+
+    auto = engine()
+    assert next(auto.runner.model.parameters()).dtype == torch.float32
+    assert auto.runner.int8_layers == 15
+    assert auto.generate([request([5, 6, 7], method="none")])
+    bf16 = engine(dtype="bfloat16")
+    assert next(bf16.runner.model.parameters()).dtype == torch.bfloat16 and bf16.runner.int8_layers == 0
+    with pytest.raises(ConfigError, match="int8_linears"):
+        engine(dtype="bfloat16", int8_linears=True)
 
 
 # ------------------------------------------------------------------ a quantized GGUF, converted and served in fp32

@@ -214,8 +214,9 @@ weight instead of 2, and is not the bf16 model's arithmetic: the GGUF file's own
 inputs, so its values differ from the bf16 route's by about the int8 rounding (on the 0.5B's layers, random
 inputs with an outlier channel: 0.6-1.2% of the largest output). Each output is one fixed sequence of instructions
 over its own input row and weight row, whatever the number of rows, so exact mode uses it for the layers that have
-such blocks on CPUs with VNNI and neither AMX nor AVX512-BF16, where the model runs in fp32
-(:func:`foretell.engine.runner.int8_by_default`; ``--no-int8-linears`` keeps the bf16 route), the output head
+such blocks on CPUs with VNNI (or AVX2) and no AMX, where the model runs in fp32 (``--dtype auto`` picks fp32 for
+it on a CPU with AVX512-BF16 and no AMX: :func:`foretell.engine.runner.int8_dtype`;
+:func:`foretell.engine.runner.int8_by_default`; ``--no-int8-linears`` keeps the bf16 route), the output head
 too where it has them (a tied embedding's). The
 0.5B's layers, cold weights, 2-core Cascade Lake Xeon (AVX-512 with VNNI, no BF16/AMX), ms per call, bf16
 weights' fp32 route -> int8 (fastest of 7, alternating; ``benchmarks/results/run-2026-11-28-cascadelake-int8``):

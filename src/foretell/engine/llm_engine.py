@@ -33,7 +33,7 @@ from foretell.engine.cost import DEFAULT_COST_POINTS, CostCalibrator, synchroniz
 from foretell.engine.drafter import DraftModel, parameter_count, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import (ExactModeUnavailable, KernelPlan, ModelRunner, Segment, exact_by_default,
-                                   prepack_cpu_linears, row_dispatch_cpu_linears)
+                                   int8_dtype, prepack_cpu_linears, row_dispatch_cpu_linears)
 from foretell.engine.sequence import Sequence, Status
 from foretell.engine.trace import Tracer, file_tracer, step_record
 
@@ -83,7 +83,12 @@ class LLMEngine:
 
         resolved = resolve_model(config.model)
         device = pick_device(config.device)
-        dtype = pick_dtype(device, config.dtype)
+        draft_dtype = dtype = pick_dtype(device, config.dtype)
+        if config.dtype == "auto":  # fp32 where exact mode's int8 route takes the layers
+            dtype = int8_dtype(device, dtype, resolved.path, config.int8_linears, config.exact)
+        elif config.int8_linears and dtype != torch.float32:
+            raise ConfigError("int8_linears", f"the int8 route computes in float32: use --dtype auto or float32, "
+                                              f"not {config.dtype}")
         model = load_model(resolved.path, dtype=dtype, device=device)
         weights = parameter_count(model)  # as loaded: the runner may keep some layers as int8 panels only
         exact = exact_by_default(device, dtype) if config.exact is None else config.exact
@@ -106,7 +111,7 @@ class LLMEngine:
         tokenizer = load_tokenizer(resolved.path)
         if config.draft_model:
             drafted = resolve_model(config.draft_model)
-            draft = load_model(drafted.path, dtype=dtype, device=device)
+            draft = load_model(drafted.path, dtype=draft_dtype, device=device)
             token_cost = parameter_count(draft) / max(1, weights)
             # the drafter keeps only its bf16 copies (lean: the 0.5B's fp32 weights are 1.4 GB beside a 1.5B target
             # of 1.9 GB); its short passes read the same copies either way, only its prompt chunks widen them

@@ -29,6 +29,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -41,7 +42,7 @@ from foretell.engine import cpu_gemm
 from foretell.engine.cpu_gemm import CpuGemm, GgufWeight
 from foretell.engine.kv_cache import KVShape, SeqKV
 from foretell.engine.layer_loop import Q8LayerLoop
-from foretell.models.gguf_blocks import detach_blocks
+from foretell.models.gguf_blocks import BLOCKS_FILE, detach_blocks
 
 ATTN_NAME = "foretell_packed"
 log = logging.getLogger(__name__)
@@ -927,12 +928,30 @@ def _int8_blocks(blocks: GgufWeight | None, weight: torch.Tensor, gemm: CpuGemm)
 
 
 def int8_by_default(gemm: CpuGemm | None) -> bool:
-    """Whether exact mode's kernel rows take int8 products on GGUF blocks where a layer has them, when not asked:
-    on a CPU with neither AMX nor AVX512-BF16, where the model runs in fp32: with AVX512-VNNI (measured on a
-    Cascade Lake Xeon) or AVX2 alone (VPMADDUBSW; an AMD EPYC Zen 3: plain decoding of the 0.5B 0.43x the time).
-    With native bf16 the kernel multiplies bf16 natively (AMX tiles, or VDPBF16PS on the blocks), keeping the bf16
-    model's values; the int8 route is not measured there, so it is asked for."""
-    return gemm is not None and gemm.int8 and not gemm.amx and not gemm.bf16dot
+    """Whether exact mode's kernel rows of an fp32 model take int8 products on GGUF blocks where a layer has them,
+    when not asked: on a CPU without AMX whose build multiplies int8 (AVX512-VNNI, measured on a Cascade Lake Xeon
+    and an AMD EPYC Zen 4, or AVX2 alone with VPMADDUBSW: an AMD EPYC Zen 3, plain decoding of the 0.5B 0.43x the
+    time). With AMX the kernel multiplies bf16 on tiles; the int8 route is not measured there, so it is asked for.
+    On a CPU with AVX512-BF16 and no AMX, ``--dtype auto`` picks fp32 for a model with blocks to take this route
+    (:func:`int8_dtype`)."""
+    return gemm is not None and gemm.int8 and not gemm.amx
+
+
+def int8_dtype(device: torch.device, dtype: torch.dtype, model_dir: Path, int8: bool | None = None,
+               exact: bool | None = None) -> torch.dtype:
+    """The dtype to load a model in for ``--dtype auto`` (``dtype``: what :func:`~foretell.models.loader.pick_dtype`
+    chose) where exact mode's int8 route can take its linear layers: fp32 instead of bf16 on a CPU where
+    :func:`int8_by_default` holds (``int8`` None) or where it is asked for (True), for a model that keeps its GGUF
+    blocks (:data:`~foretell.models.gguf_blocks.BLOCKS_FILE`); the route computes in fp32 between its int8 products.
+    On an AMD EPYC Zen 4 (AVX512-BF16 and VNNI, no AMX) the 0.5B decoded at 55-57 tokens/s this way against 30-31
+    in bf16 (benchmarks/results/run-2026-11-30-zen4-int8). Anything else: ``dtype`` unchanged."""
+    if dtype != torch.bfloat16 or device.type != "cpu" or int8 is False or exact is False:
+        return dtype
+    if not (Path(model_dir) / BLOCKS_FILE).is_file():
+        return dtype
+    gemm = cpu_gemm.load()
+    wanted = int8_by_default(gemm) if int8 is None else gemm is not None and gemm.int8
+    return torch.float32 if wanted else dtype
 
 
 def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = None,
@@ -956,7 +975,7 @@ def exact_kernel_linears(model, argmax_head: bool = True, int8: bool | None = No
         return None
     rows = ExactRows()
     head = model.get_output_embeddings()
-    int8 = int8_by_default(gemm) if int8 is None else int8 and gemm.int8
+    int8 = (int8_by_default(gemm) if int8 is None else int8 and gemm.int8) and param.dtype == torch.float32
     _swap_linears(model, lambda child: ExactKernelLinear(child, gemm, rows, keep_dense=child is not head,
                                                          int8=int8, panels=panels, library=library_weights))
     _narrow_embedding(model)
