@@ -382,7 +382,8 @@ def test_auto_dtype_is_fp32_where_the_int8_route_takes_a_model_with_blocks(tmp_p
 
 def test_an_engine_left_to_auto_on_a_bf16_cpu_serves_the_int8_route(gemm, converted, monkeypatch):
     """From the configuration down: with native bf16 and no AMX (the CPU's flags faked where it has AMX or no bf16),
-    ``--dtype auto`` loads the converted model in fp32 with every layer on int8 products; asked for bf16 it keeps the
+    ``--dtype auto`` computes the converted model in fp32 with every layer on int8 products (loaded in bf16 and widened:
+    the same tokens as loaded in fp32); asked for bf16 it keeps the
     bf16 route, and asked for bf16 with ``--int8-linears`` it refuses, naming the field (it crashed in a prompt
     chunk before)."""
     from foretell.config import ConfigError
@@ -392,12 +393,25 @@ def test_an_engine_left_to_auto_on_a_bf16_cpu_serves_the_int8_route(gemm, conver
 
     def engine(**kwargs):
         return LLMEngine.from_config(EngineConfig(model=str(converted), device="cpu", measure_cost_curve=False,
-                                                  **kwargs))[0]
+                                                  prefill_chunk=32, **kwargs))[0]
 
+    loaded = []
+    original_load = loader.load_model
+    monkeypatch.setattr(loader, "load_model", lambda path, dtype, device: loaded.append(dtype) or
+                        original_load(path, dtype=dtype, device=device))
     auto = engine()
+    # loaded in bf16 (the stored values) and widened but for the layers on int8 products: the start-up's peak memory
+    assert loaded == [torch.bfloat16]
     assert next(auto.runner.model.parameters()).dtype == torch.float32
     assert auto.runner.int8_layers == 15
-    assert auto.generate([request([5, 6, 7], method="none")])
+    assert not [m for m in auto.runner.model.modules() if isinstance(m, ExactKernelLinear) and m.dense is not None
+                and m.dense.weight.dtype != torch.float32]
+    # the same tokens as the model loaded in fp32 on the route (the tests above), prompts of one and of five chunks
+    reference = LLMEngine(runner_for(converted, int8=True), loader.load_tokenizer(converted),
+                          EngineConfig(measure_cost_curve=False, prefill_chunk=32))
+    prompts = [[5, 6, 7], [(11 * i) % 256 for i in range(150)]]
+    assert outputs(auto, [request(p, method="none") for p in prompts])[0] == \
+        outputs(reference, [request(p, method="none") for p in prompts])[0]
     bf16 = engine(dtype="bfloat16")
     assert next(bf16.runner.model.parameters()).dtype == torch.bfloat16 and bf16.runner.int8_layers == 0
     with pytest.raises(ConfigError, match="int8_linears"):

@@ -33,7 +33,8 @@ from foretell.engine.cost import DEFAULT_COST_POINTS, CostCalibrator, synchroniz
 from foretell.engine.drafter import DraftModel, parameter_count, require_draft_model, verify_step
 from foretell.engine.kv_cache import KVPool
 from foretell.engine.runner import (ExactModeUnavailable, KernelPlan, ModelRunner, Segment, exact_by_default,
-                                   int8_dtype, prepack_cpu_linears, row_dispatch_cpu_linears)
+                                   int8_dtype, prepack_cpu_linears, row_dispatch_cpu_linears, stored_bf16,
+                                   widen_for_int8)
 from foretell.engine.sequence import Sequence, Status
 from foretell.engine.trace import Tracer, file_tracer, step_record
 
@@ -89,7 +90,12 @@ class LLMEngine:
         elif config.int8_linears and dtype != torch.float32:
             raise ConfigError("int8_linears", f"the int8 route computes in float32: use --dtype auto or float32, "
                                               f"not {config.dtype}")
-        model = load_model(resolved.path, dtype=dtype, device=device)
+        # fp32 on the int8 route: loaded in bf16 (the stored values) and widened but for the layers the route takes
+        narrow = dtype == torch.float32 and stored_bf16(resolved.path) and \
+            int8_dtype(device, torch.bfloat16, resolved.path, config.int8_linears, config.exact) == torch.float32
+        model = load_model(resolved.path, dtype=torch.bfloat16 if narrow else dtype, device=device)
+        if narrow:
+            widen_for_int8(model)
         weights = parameter_count(model)  # as loaded: the runner may keep some layers as int8 panels only
         exact = exact_by_default(device, dtype) if config.exact is None else config.exact
         runner, drafter = None, None
