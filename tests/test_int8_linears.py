@@ -412,6 +412,17 @@ def test_an_engine_left_to_auto_on_a_bf16_cpu_serves_the_int8_route(gemm, conver
     prompts = [[5, 6, 7], [(11 * i) % 256 for i in range(150)]]
     assert outputs(auto, [request(p, method="none") for p in prompts])[0] == \
         outputs(reference, [request(p, method="none") for p in prompts])[0]
+    # without panels (as on AVX2) the layers keep the library's weights for prompt chunks: widened to fp32
+    on_blocks = engine(int8_panels=False)
+    kept = [m for m in on_blocks.runner.model.modules() if isinstance(m, ExactKernelLinear) and not m.head]
+    assert on_blocks.runner.panel_layers == 0 and on_blocks.runner.int8_layers == 15
+    assert kept and all(m.dense is not None and m.dense.weight.dtype == torch.float32 for m in kept)
+    fp32_on_blocks = ModelRunner(loader.load_model(converted, torch.float32, "cpu"), exact=True, int8=True,
+                                 int8_panels=False)
+    reference = LLMEngine(fp32_on_blocks, loader.load_tokenizer(converted),
+                          EngineConfig(measure_cost_curve=False, prefill_chunk=32))
+    assert outputs(on_blocks, [request(p, method="none") for p in prompts])[0] == \
+        outputs(reference, [request(p, method="none") for p in prompts])[0]
     bf16 = engine(dtype="bfloat16")
     assert next(bf16.runner.model.parameters()).dtype == torch.bfloat16 and bf16.runner.int8_layers == 0
     with pytest.raises(ConfigError, match="int8_linears"):
