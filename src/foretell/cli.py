@@ -24,9 +24,10 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="packaged model name (qwen2.5-coder-0.5b = default, qwen2.5-coder-1.5b), HF model directory or .gguf file",
     )
-    g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"], help="weights dtype (default: auto: bf16 on CUDA and on CPUs with native bf16, else fp32; fp32 for a "
-                   "model converted from a GGUF on a CPU with AVX512-BF16 and no AMX, where exact mode's int8 route is "
-                   "faster)")
+    g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"],
+                   help="weights dtype (default: auto: bf16 on CUDA and on CPUs with native bf16, else fp32; fp32 for "
+                   "a model converted from a GGUF on a CPU with AVX512-BF16 and no AMX, where exact mode's int8 route "
+                   "is faster)")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     g.add_argument("--max-model-len", type=int, default=None, help="context length (default: the model's, at most 32768)")
     exact = g.add_mutually_exclusive_group()
@@ -49,8 +50,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     int8.add_argument("--int8-linears", dest="int8_linears", action="store_const", const=True, default=None,
                       help="exact mode on a CPU with AVX512-VNNI or AVX2: linear layers converted from GGUF blocks "
                       "(Q5_0, Q8_0, Q4_K, Q6_K) compute decode and verify rows as llama.cpp does, with int8 inputs and "
-                      "exact int32 sums (fewer bytes read; not the bf16 model's values). Default: on without AMX (fp32 exact "
-                      "mode); with --dtype auto a CPU with AVX512-BF16 and no AMX loads such a model in fp32 for it")
+                      "exact int32 sums (fewer bytes read; not the bf16 model's values). Default: on without AMX (fp32 "
+                      "exact mode); with --dtype auto a CPU with AVX512-BF16 and no AMX loads such a model in fp32 "
+                      "for it")
     int8.add_argument("--no-int8-linears", dest="int8_linears", action="store_const", const=False,
                       help="keep the bf16 weights' route where int8 products would be on by default")
     g.add_argument("--no-int8-panels", dest="int8_panels", action="store_false", default=True,

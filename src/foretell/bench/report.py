@@ -442,9 +442,9 @@ def _vllm_engine_section(result: dict[str, Any]) -> list[str]:
     k, fk = meta.get("vllm_k"), meta.get("vllm_foretell_k")
     lines = ["## vLLM engine", "",
              f"vLLM servers (on the run's device: {meta.get('device', '?')}) started in turn with the same model and "
-             f"dtype ({meta.get('vllm_dtype', meta['dtype'])}), prefix caching off, in this order: vLLM's `ngram` (prompt lookup, the file is "
-             "in the prompt), foretell's plugin (`custom_class` proposer + middleware, the request carries the "
-             "prediction) and plain (no speculation); num_speculative_tokens: "
+             f"dtype ({meta.get('vllm_dtype', meta['dtype'])}), prefix caching off, in this order: vLLM's `ngram` "
+             "(prompt lookup, the file is in the prompt), foretell's plugin (`custom_class` proposer + middleware, "
+             "the request carries the prediction) and plain (no speculation); num_speculative_tokens: "
              f"{_spec_k(k, fk)}. Each server first answers untimed warm-up requests on the first task's prompt and "
              "the concurrent batch's (16 tokens each, with their predictions), so that its first verify passes fall "
              "outside the clock. Ratios are wall times within this run. The embedded engine's foretell tok/s on the "
