@@ -85,14 +85,15 @@ class LLMEngine:
         resolved = resolve_model(config.model)
         device = pick_device(config.device)
         draft_dtype = dtype = pick_dtype(device, config.dtype)
-        if config.dtype == "auto":  # fp32 where exact mode's int8 route takes the layers
-            dtype = int8_dtype(device, dtype, resolved.path, config.int8_linears, config.exact)
+        # whether exact mode's int8 route would take this model's layers (it computes in fp32)
+        routed = int8_dtype(device, torch.bfloat16, resolved.path, config.int8_linears, config.exact) == torch.float32
+        if config.dtype == "auto" and routed:
+            dtype = torch.float32
         elif config.int8_linears and dtype != torch.float32:
             raise ConfigError("int8_linears", f"the int8 route computes in float32: use --dtype auto or float32, "
                                               f"not {config.dtype}")
         # fp32 on the int8 route: loaded in bf16 (the stored values) and widened but for the layers the route takes
-        narrow = dtype == torch.float32 and stored_bf16(resolved.path) and \
-            int8_dtype(device, torch.bfloat16, resolved.path, config.int8_linears, config.exact) == torch.float32
+        narrow = routed and dtype == torch.float32 and stored_bf16(resolved.path)
         model = load_model(resolved.path, dtype=torch.bfloat16 if narrow else dtype, device=device)
         if narrow:
             widen_for_int8(model)
