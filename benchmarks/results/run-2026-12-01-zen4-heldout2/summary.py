@@ -1,8 +1,10 @@
-"""The peer table: res-foretell.json (arms pred, none; 2 rounds), res-llamacpp-plain.json, res-llamacpp-ngram.json
-(one round each). Medians; ratios of wall times; geomeans over the edits (the tasks whose reply repeats the file)."""
-import json, math, statistics, os
+"""The peer table: res-LABEL.json (foretell, arms pred and none, 2 rounds; LABEL foretell by default, or
+foretell-onethread: the server after this round's fix), res-llamacpp-plain.json, res-llamacpp-ngram.json (one round
+each). Medians; ratios of wall times; geomeans over the edits (the tasks whose reply repeats the file).
+    python summary.py [LABEL]"""
+import json, math, statistics, os, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
-fo = json.load(open(os.path.join(HERE, "res-foretell.json")))
+fo = json.load(open(os.path.join(HERE, f"res-{sys.argv[1] if len(sys.argv) > 1 else 'foretell'}.json")))
 lp = json.load(open(os.path.join(HERE, "res-llamacpp-plain.json")))
 ln = json.load(open(os.path.join(HERE, "res-llamacpp-ngram.json")))
 PROSE = {"explain_go", "review_css", "tests_py", "del_comments", "graph_explain", "openai_doc_ts"}
