@@ -299,3 +299,19 @@ def test_the_humaneval_script_builds_requests_and_reads_stats_the_engine_serves(
     assert rows["expert"].drafted == 0 and rows["expert"].passes == rows["expert"].tokens
     assert rows["sd"].drafted > 0 and rows["sd"].text == rows["expert"].text  # exact: the expert's output
     assert rows["v1@0.3"].drafted > 0 and rows["v1@0.3"].passes < rows["v1@0.3"].tokens
+
+
+def test_the_drafters_token_cost_is_its_measured_pass_against_the_targets(target, drafter_model, monkeypatch):
+    """``measure_pass_ratio`` (what ``LLMEngine.from_config`` prices a drafted token at): a one-token pass of the
+    drafter in one-token passes of the target, timed back to back; a drafter made 30 ms slower a pass reads dearer
+    than the same drafter, whatever the parameter counts say (here the same)."""
+    import time
+
+    from foretell.engine.cost import measure_pass_ratio
+
+    draft, reference = ModelRunner(drafter_model), ModelRunner(target)
+    plain = measure_pass_ratio(draft, reference, context=16, rounds=3)
+    forward = draft.forward
+    monkeypatch.setattr(draft, "forward", lambda *a, **kw: time.sleep(0.03) or forward(*a, **kw))
+    slowed = measure_pass_ratio(draft, reference, context=16, rounds=3)
+    assert 0 < plain < slowed and slowed > 2 * plain

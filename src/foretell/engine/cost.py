@@ -146,6 +146,31 @@ def measure_attention_cost(runner: ModelRunner, sizes: list[int], context: int =
     return AttentionCost(max(0.0, float(per_pass)), max(0.0, float(per_token)), context)
 
 
+def measure_pass_ratio(runner: ModelRunner, reference: ModelRunner, context: int = REFERENCE_CONTEXT,
+                       rounds: int = 7) -> float:
+    """A one-token pass of ``runner`` (a draft model) in one-token passes of ``reference`` (the target), both after
+    ``context`` cached keys: the median of ``rounds`` ratios of the two passes timed back to back (a VM's speed
+    drifts), after two untimed passes each. What the draft policy prices a drafted token at: the parameter counts'
+    ratio says little where the two models run different kernels (a drafter off the target's int8 route cost 2.3
+    of the target's passes where the counts said 0.35)."""
+    gen = torch.Generator().manual_seed(2)
+    kvs = []
+    for r in (runner, reference):
+        kv = SeqKV(r.kv_shape, capacity=context + 1, max_capacity=context + 1)
+        r.forward([Segment(kv, torch.randint(0, r.vocab_size, (context,), generator=gen).tolist(), num_logits=1)],
+                  reuse_logits=True)
+        kv.length = context
+        for _ in range(WARMUP_PASSES):
+            _timed_pass(r, kv, 1, r.vocab_size, gen)
+        kvs.append(kv)
+    ratios = []
+    for _ in range(rounds):
+        mine = _timed_pass(runner, kvs[0], 1, runner.vocab_size, gen)[0]
+        theirs = _timed_pass(reference, kvs[1], 1, reference.vocab_size, gen)[0]
+        ratios.append(mine / max(theirs, 1e-9))
+    return float(statistics.median(ratios))
+
+
 def _timed_pass(runner: ModelRunner, kv: SeqKV, n: int, vocab: int, gen: torch.Generator,
                 plan: KernelPlan | None = None, kernel: bool | None = None) -> tuple[float, dict[Shape, float]]:
     """Seconds of one pass over ``n`` tokens (with ``plan``: every linear on the packed kernel if ``kernel``,
