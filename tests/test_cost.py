@@ -594,3 +594,26 @@ def test_the_line_calibrator_never_promises_long_passes_cheaper_than_the_start_u
     assert points[32] == pytest.approx((0.012 + 0.00032) / (0.012 + 0.00001), rel=1e-3)
     assert points[128] == pytest.approx(gpu[128]) and points[512] == pytest.approx(gpu[512])
     assert all(1.0 <= points[n] <= n for n in points)
+
+
+def test_the_calibrator_does_not_read_its_smallest_pass_as_a_one_token_pass():
+    """A prediction drafting sends a draft every step: vLLM's passes are then 16-65 tokens, none near 1. A hinge
+    with its knee at the smallest size read a 16-token pass's time as a one-token pass's: 17 tokens at 1.05
+    one-token steps on the Zen 4, where they cost 2.1, and n-gram lookup at α ≈ 0.3 drafted 15 tokens. Below
+    the smallest size seen the start-up curve's shape stands, and the fit continues from there."""
+    rng = np.random.default_rng(2)
+    start = {2: 1.07, 4: 1.2, 8: 1.46, 16: 1.99, 32: 3.05, 64: 5.16}
+    calibrator = HingeCalibrator(start, every=1)
+    for i in range(40):
+        n = 16 + (i * 11) % 50
+        calibrator.observe(n, _zen4_vllm_seconds(n) * (1.0 + 0.02 * rng.standard_normal()))
+    curve = CostModel(calibrator.points())
+    for n in (17, 33, 65):
+        assert curve.ratio(n) == pytest.approx(_zen4_vllm_seconds(n) / _zen4_vllm_seconds(1), rel=0.08)
+    assert curve.ratio(4) == pytest.approx(start[4])
+    # and where the window holds one-token passes below the knee, the fit reads them as before
+    flat_first = HingeCalibrator(start, every=1)
+    for i in range(40):
+        n = (1, 2, 3, 4)[i % 4] if i % 2 else 16 + (i * 11) % 50
+        flat_first.observe(n, _zen4_vllm_seconds(n) * (1.0 + 0.02 * rng.standard_normal()))
+    assert flat_first.points()[4] == pytest.approx(1.0, abs=0.03)

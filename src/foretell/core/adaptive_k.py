@@ -534,6 +534,7 @@ class HingeCalibrator:
         self.passes: deque[tuple[int, float]] = deque(maxlen=window)
         self.seen = 0
         self.hinge: Hinge | None = None  # the last fit
+        self.sizes = (1, 1)  # the smallest and largest pass sizes in the window at the last fit
         self.current = {1: 1.0, **{int(n): float(r) for n, r in points.items()}}
 
     def observe(self, tokens: int, seconds: float) -> CostModel | None:
@@ -549,6 +550,7 @@ class HingeCalibrator:
         if hinge is None:
             return None
         self.hinge = hinge
+        self.sizes = (min(n for n, _ in self.passes), max(n for n, _ in self.passes))
         points = self.points()
         if points == self.current:
             return None
@@ -572,14 +574,23 @@ class HingeCalibrator:
 
     def points(self) -> dict[int, float]:
         """The curve from the last fit: the hinge's ratio up to twice the largest size in the window, beyond it
-        never below the start-up curve; the start-up points before any fit."""
+        never below the start-up curve; the start-up points before any fit.
+
+        A ratio needs t(1), which the window may not hold: a prediction drafting drafts every step, so its
+        passes can all be 16 tokens or more, and a hinge with its knee at the smallest size then reads that
+        size's time as a one-token pass's (a 17-token vLLM step on a Zen 4 at 1.05 one-token steps where it
+        costs 2.1, and ``ngram/1`` at α ≈ 0.3 drafting 15 tokens). Where no pass lies below the fit's knee
+        (a line, or the knee at the smallest size: the flat part is not seen), the curve below the smallest
+        size m (in the window the fit was made from) is the start-up one and the fit's takes over from there, t(n) / t(m) · start(m)."""
         if self.hinge is None:
             return dict(self.current)
-        one = float(self.hinge(1.0))
-        largest = max(n for n, _ in self.passes)
+        smallest, largest = self.sizes
+        anchor = smallest if self.hinge.knee <= smallest else 1
+        base = float(self.start.ratio(anchor)) / float(self.hinge(float(anchor)))
         points = {}
         for n in self.SIZES:
-            ratio = min(max(float(self.hinge(float(n))) / one, 1.0), float(n))
+            ratio = float(self.hinge(float(n))) * base if n >= anchor else float(self.start.ratio(n))
+            ratio = min(max(ratio, 1.0), float(n))
             if n > 2 * largest:
                 ratio = max(ratio, self.start.ratio(n))
             points[n] = round(ratio, 4)
