@@ -272,6 +272,11 @@ def test_the_policy_prices_the_drafters_own_passes():
     assert not pricey.would_choose(drafter, 4, 50)  # slower than the target: even failing free guesses win
     working, drafter = lost(0.3, 2)
     assert not working.would_choose(drafter, 4, 50)  # long free guesses, half right, beat 4 priced tokens
+    # its first pass feeds what it has not seen: a prompt of 1,000 tokens, or a long run the prediction drafted,
+    # costs more than its 4 tokens can win back (on the 1.5B's held-out-like type hints, unpriced: 7 s of 19)
+    failing, drafter = lost(0.3, 0)
+    assert failing.would_choose(drafter, 4, 50, catch_up=2)
+    assert not failing.would_choose(drafter, 4, 50, catch_up=1000)
 
 
 def test_the_humaneval_script_builds_requests_and_reads_stats_the_engine_serves(target, drafter_model, tokenizer):

@@ -186,11 +186,13 @@ class DraftPolicy:
                     break
         return decision
 
-    def would_choose(self, part: Proposer, available: int, room: int, context: int = 0) -> bool:
+    def would_choose(self, part: Proposer, available: int, room: int, context: int = 0, catch_up: int = 1) -> bool:
         """Whether ``part``, which must first run to have a draft (a draft model), should: its best draft of
-        1..``available`` tokens, priced with its own drafting time (``part.token_cost`` per token), beats every
-        other part's best draft (those are free once made). Where no other part would draft it runs: the
-        request asked for the draft model, so plain decoding is not the alternative. Alone in a pass."""
+        1..``available`` tokens, priced with its own drafting time (``part.token_cost`` per token, its first pass
+        over the ``catch_up`` tokens it has not seen: the prompt at first, then each run of tokens another part
+        drafted; priced on the target's curve, scaled by ``token_cost``), beats every other part's best draft
+        (those are free once made). Where no other part would draft it runs: the request asked for the draft
+        model, so plain decoding is not the alternative. Alone in a pass."""
         limit = min(room, available)
         if limit <= 0:
             return False
@@ -202,6 +204,7 @@ class DraftPolicy:
         expected = self.tracker(part.context()).expected_tokens(limit)
         ks = np.arange(limit + 1, dtype=np.float64)
         priced = cost.span(1, limit + 1) + part.token_cost * ks
+        priced[1:] += part.token_cost * (cost.ratio(max(catch_up, 1)) - 1.0)  # its first pass feeds the catch-up
         rate = max([float(np.max(expected / priced))] + [
             pass_rate(self.tracker(p.context()).expected_tokens(self._limit(p, n)), cost) for p, n in others])
         mine = float(np.max((expected - 1.0 - rate * (priced - priced[0]))[1:]))
