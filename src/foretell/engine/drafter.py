@@ -97,8 +97,12 @@ class _State:
         self.tokens: list[int] = []
 
     def missing(self, tokens: list[int]) -> int:
-        """How many of ``tokens`` the next :meth:`sync` would feed (at least the last)."""
-        n, limit = 0, min(self.kv.length, len(tokens) - 1)
+        """How many of ``tokens`` the next :meth:`sync` would feed (at least the last). Asked every step for every
+        request that may draft with the model: the whole prefix compares in C, the token loop only where it differs."""
+        limit = min(self.kv.length, len(tokens) - 1)
+        if self.tokens[:limit] == tokens[:limit]:
+            return len(tokens) - limit
+        n = 0
         while n < limit and self.tokens[n] == tokens[n]:
             n += 1
         return len(tokens) - n
