@@ -278,6 +278,15 @@ def test_the_policy_prices_the_drafters_own_passes():
     assert failing.would_choose(drafter, 4, 50, catch_up=2)
     assert not failing.would_choose(drafter, 4, 50, catch_up=1000)
 
+    # where no other part drafts, a drafter the request asked for runs; beside a prediction (optional) it must
+    # also beat plain decoding, its catch-up included
+    idle = DraftPolicy(CombinedProposer([PredictionProposer([]), drafter := DraftModelProposer(0.3)]), cost, priors={})
+    for _ in range(6):
+        idle.tracker(drafter.context()).record(4, 3)
+    assert idle.would_choose(drafter, 4, 50, catch_up=1000)
+    assert idle.would_choose(drafter, 4, 50, catch_up=2, optional=True)
+    assert not idle.would_choose(drafter, 4, 50, catch_up=1000, optional=True)
+
 
 def test_the_humaneval_script_builds_requests_and_reads_stats_the_engine_serves(target, drafter_model, tokenizer):
     """benchmarks/humaneval.py against the engine it measures: each configuration's request is accepted

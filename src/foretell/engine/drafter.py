@@ -177,7 +177,8 @@ class DraftModel:
             return True
         state = self.states.get(seq.id)
         catch_up = state.missing(seq.tokens) if state is not None else len(seq.tokens)
-        return seq.policy.would_choose(part, steps, max(0, seq.remaining - 1), len(seq.tokens), catch_up)
+        return seq.policy.would_choose(part, steps, max(0, seq.remaining - 1), len(seq.tokens), catch_up,
+                                       optional=bool(seq.req.speculation.prediction))
 
     def _steps(self, seq: "EngineSequence") -> int:
         """Drafter passes for this request: k tokens (a request's k_max and its remaining room lower it);
