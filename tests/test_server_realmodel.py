@@ -3,6 +3,7 @@ request with a prediction through the official client; the answer equals the one
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,24 +39,65 @@ def _hf_greedy(messages, max_new: int) -> str:
     return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
-def test_serve_default_model_prediction_is_lossless():
+@pytest.fixture(scope="module")
+def client():
     proc = subprocess.Popen(_serve_cmd(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = wait_for_url(proc, timeout_s=240)  # a first start converts the packaged GGUF once
-        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
-        kw = dict(model="default", messages=MESSAGES, max_tokens=32, temperature=0)
-        plain = client.chat.completions.create(**kw)
-        answer = plain.choices[0].message.content
-        assert answer == _hf_greedy(MESSAGES, 32)  # an independent reference: transformers' generate
-        edited = CODE.replace("add", "plus")
-        for prediction in (edited, answer):
-            r = client.chat.completions.create(**kw, prediction={"type": "content", "content": prediction})
-            assert r.choices[0].message.content == answer
-            assert r.usage.completion_tokens == plain.usage.completion_tokens
-            details = r.usage.completion_tokens_details
-            assert 0 <= details.accepted_prediction_tokens <= r.usage.completion_tokens
-            if prediction == answer:  # a perfect prediction is always worth drafting (a 2-token pass costs < 2)
-                assert details.accepted_prediction_tokens > 0
-            print(f"prediction accepted {details.accepted_prediction_tokens}/{r.usage.completion_tokens}", r.model_extra)
+        yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
     finally:
         stop(proc)
+
+
+def test_serve_default_model_prediction_is_lossless(client):
+    kw = dict(model="default", messages=MESSAGES, max_tokens=32, temperature=0)
+    plain = client.chat.completions.create(**kw)
+    answer = plain.choices[0].message.content
+    assert answer == _hf_greedy(MESSAGES, 32)  # an independent reference: transformers' generate
+    edited = CODE.replace("add", "plus")
+    for prediction in (edited, answer):
+        r = client.chat.completions.create(**kw, prediction={"type": "content", "content": prediction})
+        assert r.choices[0].message.content == answer
+        assert r.usage.completion_tokens == plain.usage.completion_tokens
+        details = r.usage.completion_tokens_details
+        assert 0 <= details.accepted_prediction_tokens <= r.usage.completion_tokens
+        if prediction == answer:  # a perfect prediction is always worth drafting (a 2-token pass costs < 2)
+            assert details.accepted_prediction_tokens > 0
+        print(f"prediction accepted {details.accepted_prediction_tokens}/{r.usage.completion_tokens}", r.model_extra)
+
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+ASK = [{"role": "user", "content": "What's the weather in Paris right now?"}]
+
+
+def _streamed_call(client, **kw):
+    calls, content, finish = [], "", None
+    for chunk in client.chat.completions.create(**kw, stream=True):
+        for choice in chunk.choices:
+            content += choice.delta.content or ""
+            calls += choice.delta.tool_calls or []
+            finish = choice.finish_reason or finish
+    return calls, content, finish
+
+
+@pytest.mark.parametrize("tool_choice", ["auto", "required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_the_default_model_calls_a_tool_through_the_official_client(client, tool_choice):
+    """Qwen2.5-Coder-0.5B asked for the weather with a weather tool: OpenAI's tool_calls, streamed and not; the
+    call's result sent back in the history is accepted. (With "auto" this model writes the call's JSON without
+    the <tool_call> tags: read as a call.)"""
+    kw = dict(model="default", messages=ASK, tools=WEATHER, tool_choice=tool_choice, max_tokens=48, temperature=0)
+    r = client.chat.completions.create(**kw)
+    (call,) = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.content is None
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
+    calls, content, finish = _streamed_call(client, **kw)
+    assert finish == "tool_calls" and content == ""
+    assert [(c.function.name, c.function.arguments) for c in calls] == [("get_weather", call.function.arguments)]
+    history = ASK + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                     {"role": "tool", "tool_call_id": call.id, "content": '{"temp_c": 18}'}]
+    after = client.chat.completions.create(model="default", messages=history, tools=WEATHER, max_tokens=8, temperature=0)
+    assert after.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    text = client.chat.completions.create(**{**kw, "tool_choice": "none"})
+    assert text.choices[0].message.tool_calls is None and "Paris" in text.choices[0].message.content

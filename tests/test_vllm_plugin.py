@@ -162,6 +162,15 @@ def test_a_packaged_model_on_vllm_answers_to_the_names_the_embedded_server_takes
                      "Qwen/Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"]
 
 
+def test_a_packaged_model_on_vllm_reads_tool_calls_unless_told_otherwise():
+    packaged = ["--model", "/cache/qwen2.5-coder-0.5b-instruct-bf16", "--served-model-name", "qwen2.5-coder-0.5b-instruct"]
+    argv = vllm_argv(*build_parser().parse_known_args(packaged))
+    assert "--enable-auto-tool-choice" in argv and argv[argv.index("--tool-call-parser") + 1] == "hermes"
+    own = vllm_argv(*build_parser().parse_known_args(packaged + ["--tool-call-parser=pythonic"]))
+    assert own.count("--tool-call-parser=pythonic") == 1 and "--tool-call-parser" not in own
+    assert "--tool-call-parser" not in vllm_argv(*build_parser().parse_known_args(["--model", "/m/other"]))
+
+
 # -- per-request drafts inside one batch ----------------------------------------------------------------
 def _batch(rows_tokens: list[list[int]], width: int = 64) -> tuple[np.ndarray, np.ndarray]:
     token_ids = np.zeros((len(rows_tokens), width), dtype=np.int32)

@@ -280,3 +280,20 @@ def test_bad_search_length_is_openai_400(server):
     status, payload = _post(server.base + "/v1/chat/completions", {
         "model": "default", "messages": [{"role": "user", "content": "hi"}], "prediction_search_length": 0})
     assert status == 400 and payload["error"]["param"] == "prediction_search_length"
+
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_tool_calls_come_back_as_on_the_embedded_server(server, tool_choice):
+    """The launcher turns on vLLM's Hermes tool parser for the packaged (Qwen2.5) model: OpenAI's tool_calls."""
+    status, payload = _post(server.base + "/v1/chat/completions", {
+        "model": "default", "messages": [{"role": "user", "content": "What's the weather in Paris right now?"}],
+        "tools": WEATHER, "tool_choice": tool_choice, "max_tokens": 48, "temperature": 0})
+    assert status == 200, payload
+    (call,) = payload["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}

@@ -35,6 +35,8 @@ from foretell.engine.api import RequestOutput, RequestStats
 from foretell.server import protocol as P
 from foretell.engine.detok import TokenTexts
 from foretell.server.provenance import ProvenanceTape
+from foretell.server.tools import Parsed, StreamFilter, ToolChoice
+from foretell.server.tools import parse as parse_tool_calls
 from foretell.server.errors import APIError, from_engine_error, from_validation_error, install_error_handlers
 from foretell.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from foretell.server.openapi import openapi_document
@@ -342,20 +344,51 @@ class ChatFormat(_Format):
             for i in range(len(run.choices))
         ]
 
+    def __init__(self, tools: ToolChoice | None = None):
+        self.tools = tools if tools is not None and tools.active else None
+        self.filters: dict[int, StreamFilter] = {}  # per streamed choice, with tools
+
     def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
-        chunks = []
+        chunks, calls = [], None
+        if self.tools is not None:
+            tool_filter = self.filters.setdefault(i, StreamFilter(self.tools))
+            text = tool_filter.feed(text)
+            if out.finished:
+                rest, parsed = tool_filter.finish()
+                text += rest
+                calls = self._calls(run, i, parsed)
         if text or lps:
             logprobs = P.ChoiceLogprobs(content=lps) if out.new_logprobs is not None else None
             chunks.append(self._chunk(run, [P.ChatChunkChoice(index=i, delta={"content": text}, logprobs=logprobs)]))
+        if calls:
+            chunks.append(self._chunk(run, [P.ChatChunkChoice(index=i, delta={"tool_calls": calls})]))
         if out.finished:
             chunks.append(self._chunk(run, [P.ChatChunkChoice(index=i, delta={}, finish_reason=run.choices[i].finish_reason)]))
         return chunks
 
+    @staticmethod
+    def _calls(run: Run, i: int, parsed: Parsed | None) -> list[dict] | None:
+        """The parsed calls of choice ``i`` (its finish reason becomes "tool_calls"), or None."""
+        if parsed is None:
+            return None
+        run.choices[i].finish_reason = "tool_calls"
+        return parsed.calls
+
+    def _message(self, run: Run, i: int) -> P.ChatMessageOut:
+        text = "".join(run.choices[i].text)
+        parsed = parse_tool_calls(self.tools.opening() + text, self.tools) if self.tools is not None else None
+        calls = self._calls(run, i, parsed)
+        if calls is None:
+            return P.ChatMessageOut(content=text)
+        return P.ChatMessageOut(content=parsed.content, tool_calls=[
+            P.ToolCallOut(id=c["id"], function=P.FunctionCallOut(**c["function"])) for c in calls])
+
     def response(self, run: Run, with_logprobs: bool) -> BaseModel:
+        messages = [self._message(run, i) for i in range(len(run.choices))]
         choices = [
             P.ChatChoice(
                 index=i,
-                message=P.ChatMessageOut(content="".join(c.text)),
+                message=messages[i],
                 logprobs=P.ChoiceLogprobs(content=c.logprobs) if with_logprobs else None,
                 finish_reason=c.finish_reason or "stop",
             )
@@ -456,18 +489,20 @@ class Translated:
     plan: P.Plan
     rename: dict[str, str]
     logprobs: int | None
+    tools: ToolChoice | None = None
 
 
 def translate_chat(engine, req: P.ChatCompletionRequest, header: str | None) -> Translated:
     P.check_supported_chat(req)
     tok = engine.tokenizer
-    prompt = P.chat_prompt_ids(tok, req.messages)
+    tools = P.tool_choice(req)
+    prompt = P.chat_prompt_ids(tok, req.messages, tools)
     max_field = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     rename = {"prompt": "messages", "max_tokens": max_field, "search_length": "prediction_search_length"}
     plan = _plan(engine, req, [prompt], max_tokens, None, logprobs, header, rename)
-    return Translated(plan, rename, logprobs)
+    return Translated(plan, rename, logprobs, tools)
 
 
 def translate_completion(engine, req: P.CompletionRequest, header: str | None) -> Translated:
@@ -637,7 +672,7 @@ async def chat_completions(request: Request) -> Response:
     req = await parse_body(request, P.ChatCompletionRequest)
     check_model(engine, req.model)
     translated = translate_chat(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
-    return await respond(request, ChatFormat(), req, translated)
+    return await respond(request, ChatFormat(translated.tools), req, translated)
 
 
 @v1.post("/completions")

@@ -1,8 +1,9 @@
 """OpenAI's request and response shapes, and their translation into engine requests.
 
 Requests validate strictly (types are not coerced: ``"0.5"`` is not a temperature) but ignore fields they
-do not know, as OpenAI clients send extras. Known OpenAI fields that foretell cannot honour (tools, a JSON
-response format, echo, suffix, best_of) are refused with 400 rather than silently ignored.
+do not know, as OpenAI clients send extras. Known OpenAI fields that foretell cannot honour (the deprecated
+``functions``, a JSON response format, echo, suffix, best_of) are refused with 400 rather than silently ignored.
+``tools`` and ``tool_choice`` are served through the model's chat template (:mod:`foretell.server.tools`).
 
 Extensions beyond OpenAI: ``prediction`` on /v1/completions too, and with n > 1, logprobs, penalties and
 max_completion_tokens (all lossless); ``prediction_search_length`` (Azure's
@@ -13,6 +14,7 @@ the prediction); ``speculation_methods`` on model cards.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Literal, Union
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from foretell.config import SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest
 from foretell.server.errors import bad_request
+from foretell.server.tools import ToolChoice
 
 SEARCH_LENGTH_HEADER = "x-ms-oai-ev3-predictor_search_length"
 MAX_STOP = 4
@@ -43,10 +46,46 @@ class ContentPart(_Strict):
 Content = Union[str, list[ContentPart]]
 
 
+class FunctionCallIn(_Strict):
+    name: str
+    arguments: str
+
+
+class ToolCallIn(_Strict):
+    """A call in an assistant message of the history (as OpenAI returned it)."""
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
 class Message(_Strict):
     role: str
     content: Content | None = None
     name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionDef(_Strict):
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(_Strict):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Strict):
+    name: str
+
+
+class NamedToolChoice(_Strict):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class Prediction(_Strict):
@@ -109,7 +148,9 @@ class ChatCompletionRequest(_Common):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
-    tools: list[Any] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
     modalities: list[str] | None = None
@@ -131,14 +172,13 @@ def _field_names(*models: type[BaseModel]) -> frozenset[str]:
 
 
 FIELD_NAMES = _field_names(
-    ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions, Speculation
+    ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions, Speculation,
+    ToolCallIn, FunctionCallIn, Tool, FunctionDef, NamedToolChoice,
 )
 
 
 # -- refusals of known-but-unsupported fields ------------------------------------------------------
 def check_supported_chat(req: ChatCompletionRequest) -> None:
-    if req.tools:
-        raise bad_request("tools", "tools are not supported by this server")
     if req.functions:
         raise bad_request("functions", "functions are not supported by this server")
     if req.response_format and req.response_format.get("type", "text") != "text":
@@ -182,7 +222,17 @@ def join_text(content: Content | None, param: str, sep: str) -> str:
     return sep.join(texts)
 
 
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+
+def _template_call(call: ToolCallIn) -> dict:
+    """A history call as chat templates take it: the arguments as an object where they parse (templates
+    write them with ``tojson``; a JSON string would be quoted twice)."""
+    try:
+        arguments = json.loads(call.function.arguments)
+    except ValueError:
+        arguments = call.function.arguments
+    return {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": arguments}}
 
 
 def chat_messages(messages: list[Message]) -> list[dict]:
@@ -190,22 +240,52 @@ def chat_messages(messages: list[Message]) -> list[dict]:
     for i, m in enumerate(messages):
         role = _ROLES.get(m.role)
         if role is None:
-            raise bad_request(f"messages[{i}].role", f"role {m.role!r} is not supported; use system, developer, user or assistant")
-        if m.content is None and role != "assistant":
+            raise bad_request(f"messages[{i}].role", f"role {m.role!r} is not supported; use system, developer, user, assistant or tool")
+        if m.content is None and not (role == "assistant"):
             raise bad_request(f"messages[{i}].content", "content is required")
-        out.append({"role": role, "content": join_text(m.content, f"messages[{i}].content", "\n")})
+        if m.tool_calls and role != "assistant":
+            raise bad_request(f"messages[{i}].tool_calls", "only assistant messages carry tool_calls")
+        message = {"role": role, "content": join_text(m.content, f"messages[{i}].content", "\n")}
+        if m.tool_calls:
+            message["tool_calls"] = [_template_call(c) for c in m.tool_calls]
+        if role == "tool" and m.tool_call_id is not None:
+            message["tool_call_id"] = m.tool_call_id
+        out.append(message)
     return out
 
 
-def chat_prompt_ids(tokenizer, messages: list[Message]) -> list[int]:
-    """Render the model's chat template (with the generation prompt) and tokenise it as is."""
-    if not getattr(tokenizer, "chat_template", None):
+def tool_choice(req: ChatCompletionRequest) -> ToolChoice:
+    """The request's tools and tool_choice (OpenAI's defaults: "auto" with tools, "none" without)."""
+    tools = tuple(t.model_dump(exclude_none=True) for t in req.tools or ())
+    choice = req.tool_choice or ("auto" if tools else "none")
+    if isinstance(choice, NamedToolChoice):
+        name = choice.function.name
+        if name not in {t["function"]["name"] for t in tools}:
+            raise bad_request("tool_choice", f"tool_choice names the function {name!r}, which is not among the tools")
+        return ToolChoice(tools, "named", name, parallel=False)
+    if choice != "none" and not tools:
+        raise bad_request("tool_choice", f"tool_choice {choice!r} needs tools")
+    return ToolChoice(tools, choice, parallel=req.parallel_tool_calls is not False)
+
+
+def chat_prompt_ids(tokenizer, messages: list[Message], tools: ToolChoice | None = None) -> list[int]:
+    """Render the model's chat template (with the generation prompt) and tokenise it as is; with active
+    ``tools``, the template gets them and the assistant turn starts with the forced call's opening, if any."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
         raise bad_request("messages", "this model has no chat template; use /v1/completions")
     conversation = chat_messages(messages)
+    extra = {}
+    if tools is not None and tools.active:
+        if "tools" not in str(template):
+            raise bad_request("tools", "this model's chat template does not render tools")
+        extra["tools"] = list(tools.tools)
     try:
-        text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False, **extra)
     except Exception as exc:  # the template rejected the conversation (e.g. role order)
         raise bad_request("messages", f"the chat template rejected the messages: {exc}") from exc
+    if tools is not None and tools.active:
+        text += tools.opening()
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
@@ -380,10 +460,22 @@ class ChoiceLogprobs(BaseModel):
     refusal: None = None
 
 
+class FunctionCallOut(BaseModel):
+    name: str
+    arguments: str
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallOut
+
+
 class ChatMessageOut(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
     refusal: None = None
+    tool_calls: list[ToolCallOut] | None = Field(None, exclude_if=lambda calls: calls is None)  # only with calls
 
 
 class ChatChoice(BaseModel):

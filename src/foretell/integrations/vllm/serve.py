@@ -10,6 +10,8 @@ goes to vLLM unchanged (``--tensor-parallel-size``, ``--max-model-len``, ``--dty
     --speculative-config '{"method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": K}'
     --middleware foretell.integrations.vllm.middleware.PredictionMiddleware
     --per-request-spec-decode-metrics summary       (where the release has it: 0.32.0, not 0.26.0)
+    --enable-auto-tool-choice --tool-call-parser hermes   (a packaged model, unless either is given: OpenAI's
+                                                          tools as on the embedded server)
 
 and sets ``VLLM_USE_V2_MODEL_RUNNER=0``: vLLM's Model Runner V2 refuses ``custom_class`` proposers (0.32.0
 already falls back to V1 for them unless V2 is forced; forcing V1 makes that explicit). Pass your own
@@ -35,6 +37,7 @@ from foretell.integrations.vllm import MIDDLEWARE, PROPOSER_CLASS, SUPPORTED_VLL
 # (benchmarks/results/run-2026-11-30-epyc-head-bounds). Replayed on the nine real edits' vLLM outputs: 64 and 128
 # reach 1.51x vLLM's ngram (K = 32) against 1.43x at 32.
 DEFAULT_K = 64
+TOOL_OPTIONS = ("--enable-auto-tool-choice", "--tool-call-parser")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +67,8 @@ def vllm_argv(args: argparse.Namespace, extra: list[str], version: str = SUPPORT
         argv += ["--speculative-config", json.dumps(spec)]
     if not any(a.startswith("--per-request-spec-decode-metrics") for a in extra):
         argv += per_request_metrics_args(version)
+    if packaged is not None and not any(a.split("=")[0] in TOOL_OPTIONS for a in extra):
+        argv += ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]  # Qwen2.5's template: Hermes calls
     return argv + ["--middleware", MIDDLEWARE] + extra
 
 
