@@ -259,7 +259,10 @@ BAD = [
     ({"tools": [{"type": "function"}]}, "tools[0].function"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),  # the tiny template renders no tools
     ({"functions": [{"name": "f"}]}, "functions"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "xml"}}, "response_format.type"),
+    ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": "an object"}}},
+     "response_format.json_schema.schema"),
     ({"logit_bias": {"five": 10}}, "logit_bias"),
     ({"logit_bias": {"5": 101}}, "logit_bias"),
     ({"logit_bias": {"5": "10"}}, "logit_bias"),

@@ -1,5 +1,6 @@
-"""End to end with the packaged default model: ``foretell serve`` started as the README says, one chat
-request with a prediction through the official client; the answer equals the one without (greedy, fp32)."""
+"""End to end with the packaged default model: ``foretell serve`` started as the README says (one server for the
+module), requests through the official client: a prediction (the answer equals the one without, greedy, fp32),
+tool calls, response_format."""
 
 from __future__ import annotations
 
@@ -101,3 +102,28 @@ def test_the_default_model_calls_a_tool_through_the_official_client(client, tool
     assert after.choices[0].finish_reason in ("stop", "length", "tool_calls")
     text = client.chat.completions.create(**{**kw, "tool_choice": "none"})
     assert text.choices[0].message.tool_calls is None and "Paris" in text.choices[0].message.content
+
+
+def test_response_format_holds_the_reply_to_json_and_a_prediction_keeps_it(client):
+    """json_object and json_schema on the default model: valid JSON (where the free reply opens a code fence), the
+    same with a prediction, which is then drafted from the first token."""
+    doc = '{"name": "foretell", "version": "1.4.0", "deps": ["torch", "numpy"], "private": false}'
+    messages = [{"role": "user", "content": f"Change the version to 2.0.1 and reply with the JSON only.\n\n{doc}"}]
+    kw = dict(model="default", messages=messages, max_tokens=80, temperature=0)
+    free = client.chat.completions.create(**kw).choices[0].message.content
+    assert free.startswith("```")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "string"},
+                                               "deps": {"type": "array", "items": {"type": "string"}},
+                                               "private": {"type": "boolean"}},
+              "required": ["name", "version", "deps", "private"], "additionalProperties": False}
+    for response_format in ({"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "pkg", "schema": schema}}):
+        plain = client.chat.completions.create(**kw, response_format=response_format)
+        assert plain.choices[0].finish_reason == "stop"
+        assert json.loads(plain.choices[0].message.content)["version"] == "2.0.1"
+        r = client.chat.completions.create(**kw, response_format=response_format, prediction={"type": "content", "content": doc})
+        assert r.choices[0].message.content == plain.choices[0].message.content
+        assert r.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(**kw, response_format={"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "strnig"}}}}})
+    assert err.value.body["param"] == "response_format"

@@ -297,3 +297,16 @@ def test_tool_calls_come_back_as_on_the_embedded_server(server, tool_choice):
     (call,) = payload["choices"][0]["message"]["tool_calls"]
     assert call["function"]["name"] == "get_weather"
     assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+
+
+def test_response_format_json_with_a_prediction(server):
+    """vLLM's structured outputs beside foretell's drafts: valid JSON, the same with and without a prediction."""
+    doc = '{"name": "foretell", "version": "1.4.0", "private": false}'
+    body = {"model": "default", "messages": [{"role": "user", "content": f"Set private to true; reply with the JSON.\n\n{doc}"}],
+            "response_format": {"type": "json_object"}, "max_tokens": 60, "temperature": 0}
+    status, plain = _post(server.base + "/v1/chat/completions", body)
+    assert status == 200, plain
+    text = plain["choices"][0]["message"]["content"]
+    assert json.loads(text)["private"] is True
+    status, ours = _post(server.base + "/v1/chat/completions", {**body, "prediction": {"type": "content", "content": doc}})
+    assert status == 200 and ours["choices"][0]["message"]["content"] == text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 
@@ -37,6 +38,7 @@ class SamplingParams:
     seed: int | None = None
     logprobs: int | None = None  # None = no logprobs; n >= 0 = chosen token's logprob plus n top ones
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias in [-100, 100]) added to its logit
+    json_schema: str | None = None  # the text of a JSON schema the output must follow (foretell.core.grammar)
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.temperature <= 100.0, "temperature", "must be between 0 and 100")
@@ -52,6 +54,12 @@ class SamplingParams:
             _check(-100.0 <= bias <= 100.0, "logit_bias", f"bias {bias!r} for token {token} must be between -100 and 100")
         tokens = [t for t, _ in self.logit_bias]
         _check(len(set(tokens)) == len(tokens), "logit_bias", "a token id may appear only once")
+        if self.json_schema is not None:
+            try:
+                schema = json.loads(self.json_schema)
+            except ValueError:
+                schema = None
+            _check(isinstance(schema, dict), "response_format", "the JSON schema must be a JSON object")
 
     @property
     def greedy(self) -> bool:
@@ -63,8 +71,8 @@ class SamplingParams:
 
     @property
     def adjusts_logits(self) -> bool:
-        """Whether :func:`foretell.core.sampling.penalize` changes the logits (a bias or a penalty)."""
-        return bool(self.logit_bias) or self.has_penalties
+        """Whether :func:`foretell.core.sampling.penalize` changes the logits (a bias, a penalty or a schema)."""
+        return bool(self.logit_bias) or self.has_penalties or self.json_schema is not None
 
 
 SPECULATION_METHODS = ("auto", "none", "ngram", "prediction", "draft", "cascade")

@@ -8,12 +8,13 @@ A request's :class:`SamplerState` turns raw target logits into p exactly as plai
    *before* each row's position (:func:`penalize`; the order vLLM uses): repetition (HF/vLLM: a logit of a
    token seen in the prompt or the output is divided by r when positive, multiplied by r otherwise),
    frequency and presence (OpenAI: ``logit -= count * f + (count > 0) * pres``, counts over output tokens
-   only);
+   only); then a JSON schema's grammar (tokens it does not allow next: −inf; :mod:`foretell.core.grammar`);
 2. temperature (``logits / T``; T = 0 is greedy and stops here: the argmax of the penalised logits);
 3. min_p (drop tokens whose probability is below ``min_p * max prob``), top_k, top_p (the order vLLM uses).
 
 Row j of a verification batch predicts the token after ``draft[:j]``, so its penalty counts include the
-output so far plus ``draft[:j]``; :func:`penalize` builds these counts for all rows at once.
+output so far plus ``draft[:j]`` (and its grammar mask follows ``draft[:j]``); :func:`penalize` builds
+these for all rows at once.
 
 Randomness is a pure function of (seed, output position, purpose) (:func:`position_uniform`, a splitmix64
 hash): the token at output position t is drawn with the same uniform whether it is decoded alone or
@@ -34,6 +35,7 @@ import numpy as np
 import torch
 
 from foretell.config import SamplingParams
+from foretell.core.grammar import Grammar
 
 _MASK64 = (1 << 64) - 1
 _FLOAT_MAX = torch.finfo(torch.float32).max
@@ -75,6 +77,7 @@ class SamplerState:
     seed: int | None = None  # None: params.seed, or a random 64-bit seed when that is None too
     position: int = 0
     output_counts: Counter = field(default_factory=Counter)
+    grammar: Grammar | None = None  # the JSON schema's matcher (params.json_schema), following the output
     prompt_set: frozenset = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -84,11 +87,20 @@ class SamplerState:
             raise ValueError(f"position must be >= 0, got {self.position}")
         self.prompt_ids = tuple(int(t) for t in self.prompt_ids)
         self.prompt_set = frozenset(self.prompt_ids)
+        if (self.params.json_schema is None) != (self.grammar is None):
+            raise ValueError("a request with a json_schema needs its grammar (GrammarCompiler.matcher), and only then")
 
     def observe(self, tokens: Sequence[int]) -> None:
-        """Append emitted output tokens (advances the position and the penalty counts)."""
+        """Append emitted output tokens (advances the position, the penalty counts and the grammar)."""
         self.output_counts.update(int(t) for t in tokens)
         self.position += len(tokens)
+        if self.grammar is not None:
+            self.grammar.observe(tokens)
+
+    @property
+    def rows_see_the_draft(self) -> bool:
+        """Whether a verify row's processing depends on the draft tokens before it (penalties, a grammar)."""
+        return self.params.has_penalties or self.grammar is not None
 
     def uniforms(self, start: int, count: int, purpose: Purpose) -> torch.Tensor:
         """Uniforms for output positions ``position + start .. + count`` (float64 tensor)."""
@@ -122,11 +134,12 @@ def draft_prefix_counts(draft_columns: Sequence[int], rows: int, width: int, dev
 
 
 def penalize(logits: torch.Tensor, state: SamplerState, draft_tokens: Sequence[int] = ()) -> torch.Tensor:
-    """Apply ``logit_bias``, then repetition/frequency/presence penalties to ``logits[n, V]`` row by row (row
-    j sees draft[:j]); returns ``logits`` itself when the request asks for neither.
+    """Apply ``logit_bias``, then repetition/frequency/presence penalties, then the JSON schema's mask to
+    ``logits[n, V]`` row by row (row j sees draft[:j]); returns ``logits`` itself when the request asks for none.
 
-    Only the columns of biased tokens and of tokens in the prompt, the output or the draft can change: they
-    are gathered, adjusted and scattered back into a copy (the input is left untouched).
+    Only the columns of biased tokens and of tokens in the prompt, the output or the draft can change by the
+    bias and penalties: they are gathered, adjusted and scattered back into a copy (the input is left
+    untouched). The schema's grammar sets the tokens it does not allow next to −inf.
     """
     params = state.params
     if not params.adjusts_logits:
@@ -139,13 +152,23 @@ def penalize(logits: torch.Tensor, state: SamplerState, draft_tokens: Sequence[i
         bias = torch.tensor([b for _, b in params.logit_bias], dtype=torch.float32, device=device)
         keep = ids < vocab  # the engine refuses ids outside the vocabulary; a narrower head ignores them
         out[:, ids[keep]] += bias[keep]
-    if not params.has_penalties:
-        return out
+    if params.has_penalties:
+        _penalties(out, state, draft_tokens)
+    if state.grammar is not None:
+        out.masked_fill_(~state.grammar.allowed(draft_tokens, rows, vocab).to(device), float("-inf"))
+    return out
+
+
+def _penalties(out: torch.Tensor, state: SamplerState, draft_tokens: Sequence[int]) -> None:
+    """Repetition/frequency/presence penalties on ``out[n, V]`` in place (row j counts draft[:j] too)."""
+    params = state.params
+    rows, vocab = out.shape
+    device = out.device
     draft = list(draft_tokens[: rows - 1])
     repeated = state.prompt_set if params.repetition_penalty != 1.0 else ()
     columns = sorted(t for t in set(state.output_counts).union(repeated, draft) if 0 <= t < vocab)
     if not columns:
-        return out
+        return
     index = {t: i for i, t in enumerate(columns)}
     counts = torch.tensor([float(state.output_counts.get(t, 0)) for t in columns], device=device)
     counts = counts + draft_prefix_counts([index.get(t, -1) for t in draft], rows, len(columns), device)
@@ -158,7 +181,6 @@ def penalize(logits: torch.Tensor, state: SamplerState, draft_tokens: Sequence[i
         sub = torch.where(seen | in_prompt, torch.where(sub > 0, sub / r, sub * r), sub)
     sub = sub - params.frequency_penalty * counts - params.presence_penalty * seen.float()
     out[:, ids] = _finite_(sub)  # a penalty like 1e-300 divides a logit into +inf
-    return out
 
 
 def _finite_(logits: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch
 from foretell.config import ConfigError, EngineConfig
 from foretell.core.adaptive_k import CostModel
 from foretell.core.draft import CombinedProposer, Draft
+from foretell.core.grammar import GrammarCompiler, GrammarError
 from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
 from foretell.core.tokens import TokenClasses
@@ -62,6 +63,7 @@ class LLMEngine:
         self.max_model_len = _max_model_len(model, config)
         self.eos_ids = _eos_ids(model, tokenizer)
         self.token_classes = TokenClasses.from_tokenizer(tokenizer)
+        self.grammars = GrammarCompiler(tokenizer, self.runner.vocab_size)  # JSON schemas (response_format)
         self.cost = cost or CostModel(DEFAULT_COST_POINTS)
         self.pool = KVPool(
             self.runner.kv_shape, config.kv_budget_tokens, self.max_model_len, prefix_cache=config.prefix_cache,
@@ -178,6 +180,11 @@ class LLMEngine:
             raise ConfigError("prediction", f"token ids must be in [0, {vocab})")
         if any(t >= vocab for t, _ in req.sampling.logit_bias):
             raise ConfigError("logit_bias", f"token ids must be in [0, {vocab})")
+        if req.sampling.json_schema is not None:
+            try:
+                self.grammars.grammar(req.sampling.json_schema)
+            except GrammarError as exc:
+                raise ConfigError("response_format", str(exc)) from None
 
     def add_request(self, req: GenerationRequest) -> None:
         self.validate(req)
@@ -191,7 +198,8 @@ class LLMEngine:
         policy = DraftPolicy(proposer, self.cost, self.config.adaptive_k, trees=not self.runner.exact,
                              stop_ids=stop_ids)
         limit = len(req.prompt_ids) + req.max_tokens
-        self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, policy))
+        grammar = self.grammars.matcher(req.sampling.json_schema) if req.sampling.json_schema is not None else None
+        self.waiting.append(Sequence(req, self.tokenizer, stop_ids, limit, policy, grammar))
 
     def abort(self, request_id: str) -> bool:
         """Drop a request wherever it is and free its KV (nothing is kept in the prefix cache)."""

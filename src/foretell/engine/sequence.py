@@ -7,6 +7,7 @@ import time
 
 from foretell.core.draft import Draft
 from foretell.core.policy import Decision, DraftPolicy
+from foretell.core.grammar import Grammar
 from foretell.core.sampling import SamplerState
 from foretell.engine.api import FinishReason, GenerationRequest, RequestOutput, RequestStats, TokenLogprob
 from foretell.engine.detok import IncrementalDetokenizer, StopStringMatcher
@@ -29,6 +30,7 @@ class Sequence:
         stop_ids: frozenset[int],
         limit: int,
         policy: DraftPolicy,
+        grammar: Grammar | None = None,
     ):
         self.req = req
         self.id = req.request_id
@@ -38,7 +40,7 @@ class Sequence:
         self.stop_ids = stop_ids
         self.policy = policy  # picks each step's draft among the proposer's sources
         self.proposer = policy.proposer
-        self.sampler = SamplerState(req.sampling, req.prompt_ids)
+        self.sampler = SamplerState(req.sampling, req.prompt_ids, grammar=grammar)
         self.detok = IncrementalDetokenizer(tokenizer)
         self.stopper = StopStringMatcher(req.stop)
         self.pieces: list[str] = []  # text deltas of the tokens appended since the last output

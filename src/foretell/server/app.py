@@ -496,6 +496,9 @@ def translate_chat(engine, req: P.ChatCompletionRequest, header: str | None) -> 
     P.check_supported_chat(req)
     tok = engine.tokenizer
     tools = P.tool_choice(req)
+    if tools.opening() and P.json_schema_of(req.response_format) is not None:
+        raise APIError(400, "response_format cannot be combined with a forced tool_choice (the call is not the schema's JSON)",
+                       param="response_format")
     prompt = P.chat_prompt_ids(tok, req.messages, tools)
     max_field = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens

@@ -2,7 +2,8 @@
 
 Requests validate strictly (types are not coerced: ``"0.5"`` is not a temperature) but ignore fields they
 do not know, as OpenAI clients send extras. Known OpenAI fields that foretell cannot honour (the deprecated
-``functions``, a JSON response format, echo, suffix, best_of) are refused with 400 rather than silently ignored.
+``functions``, echo, suffix, best_of) are refused with 400 rather than silently ignored. ``response_format``
+(JSON object or schema) is enforced by masking the logits (:mod:`foretell.core.grammar`).
 ``tools`` and ``tool_choice`` are served through the model's chat template (:mod:`foretell.server.tools`).
 
 Extensions beyond OpenAI: ``prediction`` on /v1/completions too, and with n > 1, logprobs, penalties and
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from foretell.config import SamplingParams, SpeculationParams
 from foretell.engine.api import GenerationRequest
 from foretell.server.errors import bad_request
+from foretell.core.grammar import schema_text
 from foretell.server.tools import ToolChoice
 
 SEARCH_LENGTH_HEADER = "x-ms-oai-ev3-predictor_search_length"
@@ -181,8 +183,7 @@ FIELD_NAMES = _field_names(
 def check_supported_chat(req: ChatCompletionRequest) -> None:
     if req.functions:
         raise bad_request("functions", "functions are not supported by this server")
-    if req.response_format and req.response_format.get("type", "text") != "text":
-        raise bad_request("response_format", "only response_format {'type': 'text'} is supported")
+    json_schema_of(req.response_format)  # 400 for a malformed response_format
     if req.modalities and req.modalities != ["text"]:
         raise bad_request("modalities", "only the text modality is supported")
     if req.top_logprobs is not None and not req.logprobs:
@@ -329,6 +330,28 @@ def search_length(req: _Common, header_value: str | None) -> int | None:
     return value
 
 
+def json_schema_of(response_format: dict[str, Any] | None) -> str | None:
+    """OpenAI's ``response_format`` as the text of the JSON schema the reply must follow (None: free text):
+    ``{"type": "json_object"}`` is any JSON object; ``{"type": "json_schema", "json_schema": {"name": ...,
+    "schema": {...}}}`` that schema."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return schema_text({"type": "object"})
+    if kind != "json_schema":
+        raise bad_request("response_format.type", "must be 'text', 'json_object' or 'json_schema'")
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict):
+        raise bad_request("response_format.json_schema", "must be an object with the schema in 'schema'")
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise bad_request("response_format.json_schema.schema", "must be a JSON schema (an object)")
+    return schema_text(schema)
+
+
 def sampling_params(req: _Common, logprobs: int | None, seed_offset: int) -> SamplingParams:
     temperature = 1.0 if req.temperature is None else req.temperature
     top_p = 1.0 if req.top_p is None else req.top_p
@@ -345,6 +368,7 @@ def sampling_params(req: _Common, logprobs: int | None, seed_offset: int) -> Sam
         seed=None if req.seed is None else (req.seed + seed_offset) % 2**63,
         logprobs=logprobs,
         logit_bias=logit_bias(req.logit_bias),
+        json_schema=json_schema_of(getattr(req, "response_format", None)),
     )
 
 
