@@ -127,3 +127,36 @@ def test_the_engine_refuses_a_schema_it_cannot_enforce(model, tokenizer):
     with pytest.raises(ConfigError) as err:
         make_engine(model, tokenizer).validate(request(prompts(tokenizer, 1)[0], 8, sampling=bad))
     assert err.value.field == "response_format"
+
+
+def test_warm_builds_the_tokenizer_view_once(tokenizer):
+    compiler = GrammarCompiler(tokenizer, VOCAB)
+    compiler.warm().join(timeout=60)
+    view = compiler._ll_tokenizer
+    assert view is not None and compiler.ll_tokenizer is view
+
+
+def test_greedy_choices_are_the_masked_argmax_where_they_count(compiler, tokenizer):
+    """The greedy shortcut (mask only the rows whose unmasked argmax the grammar refuses) against the full mask,
+    on random logits: most raw argmaxes are refused; a few rows get an allowed token as their maximum."""
+    import torch
+
+    from foretell.core.sampling import SamplerState, argmax_rows, penalize
+
+    doc = tokenizer.encode('{"ok": true, "tag": "fox"}', add_special_tokens=False)
+    gen = torch.Generator().manual_seed(0)
+    prefixes = []
+    for trial in range(20):
+        grammar = compiler.matcher(schema_text(SCHEMA))
+        state = SamplerState(SamplingParams(temperature=0.0, json_schema=schema_text(SCHEMA)), [1], grammar=grammar)
+        logits = torch.randn(len(doc) + 1, VOCAB, generator=gen)
+        for j in range(len(doc)):  # the document's token is the maximum at most rows: long accepted prefixes
+            if torch.rand(1, generator=gen) < 0.85:
+                logits[j, doc[j]] = 10.0
+        full = argmax_rows(penalize(logits, state, doc))
+        fast = grammar.greedy_choices(logits, doc, argmax_rows(logits))
+        m = next((j for j in range(len(doc)) if int(full[j]) != doc[j]), len(doc))
+        assert fast[: m + 1].tolist() == full[: m + 1].tolist(), trial
+        prefixes.append(m)
+        assert (grammar.allowed([], 1, VOCAB)[0].numpy() == reference_mask(compiler, [])).all()  # rolled back
+    assert max(prefixes) >= 5 and min(prefixes) < len(doc)  # long accepted prefixes, and refusals

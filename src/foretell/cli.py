@@ -184,6 +184,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         print(f"foretell: {engine.engine.runner.block_layers} layers read their GGUF blocks in passes of up to "
               f"{BLOCK_ROWS_MAX} tokens (the same bits as their bf16 weights)", file=sys.stderr, flush=True)
+    engine.engine.grammars.warm()  # response_format's tokenizer view, off the first JSON request's path
     try:
         limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
         app = build_app(engine, api_key=args.api_key, **limits)

@@ -40,15 +40,23 @@ class GrammarCompiler:
         self.cache_size = cache_size
         self._ll_tokenizer = None
         self._grammars: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()  # the server validates in its thread, the engine builds matchers in its own
+        self._lock = threading.RLock()  # the server validates in its thread, the engine builds matchers in its own
 
     @property
     def ll_tokenizer(self):
-        if self._ll_tokenizer is None:
-            import llguidance.hf
+        with self._lock:
+            if self._ll_tokenizer is None:
+                import llguidance.hf
 
-            self._ll_tokenizer = llguidance.hf.from_tokenizer(self.tokenizer, max(self.vocab_size, len(self.tokenizer)))
-        return self._ll_tokenizer
+                self._ll_tokenizer = llguidance.hf.from_tokenizer(self.tokenizer, max(self.vocab_size, len(self.tokenizer)))
+            return self._ll_tokenizer
+
+    def warm(self) -> threading.Thread:
+        """Build the tokenizer's llguidance view in a background thread (a server calls this once it is up, so
+        that its first JSON request does not wait ~1.4 s with the event loop held)."""
+        thread = threading.Thread(target=lambda: self.ll_tokenizer, name="foretell-grammar-warm", daemon=True)
+        thread.start()
+        return thread
 
     def grammar(self, json_schema: str) -> str:
         """The compiled grammar of ``json_schema`` (a JSON schema's text); raises :class:`GrammarError`."""
@@ -114,6 +122,37 @@ class Grammar:
         if bits.shape[1] < width:  # a wider head than the tokenizer: padding rows are never allowed
             bits = np.pad(bits, ((0, 0), (0, width - bits.shape[1])))
         return torch.from_numpy(bits)
+
+    def greedy_choices(self, logits: torch.Tensor, draft_tokens: Sequence[int], raw: torch.Tensor) -> torch.Tensor:
+        """Greedy verification's choices without masking whole rows: ``raw`` is each row's argmax of the
+        unmasked ``logits`` (CPU); where the grammar allows it, it is also the masked argmax (every allowed
+        token before it is smaller, as it is the first maximum), and only the other rows are masked, one at a
+        time. Rows after the first choice that differs from the draft are left as ``raw`` (never read). The same
+        choices as ``argmax(penalize(...))`` for the rows that count, for a fraction of the time: a [64, 152k]
+        mask filled in costs ~20 ms on a 2-core EPYC, its argmax pass is paid anyway."""
+        import llguidance.numpy as llg_numpy
+
+        rows, width = logits.shape
+        choices = raw.clone()
+        bitmask = llg_numpy.allocate_token_bitmask(1, self.size)
+        consumed = 0
+        for j in range(rows):
+            llg_numpy.fill_next_token_bitmask(self.matcher, bitmask, 0)
+            if not self._allows(bitmask[0], int(raw[j])):
+                bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:width].astype(bool)
+                row = logits[j].float().numpy()
+                allowed = np.zeros(width, dtype=bool)
+                allowed[: len(bits)] = bits
+                choices[j] = int(np.where(allowed, row, -np.inf).argmax())
+            token = int(choices[j])
+            if j >= len(draft_tokens) or token != draft_tokens[j] or token == self.eos:
+                break
+            if not self.matcher.consume_token(token):
+                break
+            consumed += 1
+        if consumed:
+            self.matcher.rollback(consumed)
+        return choices
 
     @staticmethod
     def _allows(mask_row: np.ndarray, token: int) -> bool:

@@ -273,7 +273,11 @@ def _check_inputs(logits: torch.Tensor, draft: Draft) -> None:
 
 
 def _verify_greedy(logits: torch.Tensor, draft_tokens: list[int], state: SamplerState) -> list[int]:
-    choices = argmax_rows(penalize(logits, state, draft_tokens))  # nothing to adjust: one argmax, no copy
+    params = state.params
+    if state.grammar is not None and not (params.logit_bias or params.has_penalties) and logits.device.type == "cpu":
+        choices = state.grammar.greedy_choices(logits, draft_tokens, argmax_rows(logits))  # masks only where needed
+    else:
+        choices = argmax_rows(penalize(logits, state, draft_tokens))  # nothing to adjust: one argmax, no copy
     m = _accepted_prefix(choices, draft_tokens)
     return list(draft_tokens[:m]) + [int(choices[m])]
 
