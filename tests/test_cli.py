@@ -39,7 +39,7 @@ def test_help(argv, capsys):
     assert "usage: foretell" in out
     if argv[0] == "serve":
         for flag in ("--model", "--host", "--port", "--api-key", "--dtype", "--kv-budget-tokens", "--max-num-seqs",
-                     "--max-queue", "--k-max", "--device"):
+                     "--max-queue", "--k-max", "--device", "--allowed-origins"):
             assert flag in out
 
 
@@ -166,7 +166,7 @@ def test_generate_messages_file_and_errors(capsys, tiny_dir, tmp_path):
 
 def test_serve_subprocess_prints_url_and_serves(tiny_dir, tmp_path):
     cmd = [sys.executable, "-m", "foretell.cli", "serve", "--model", str(tiny_dir), "--dtype", "float32",
-           "--port", "0", "--api-key", "k"]
+           "--port", "0", "--api-key", "k", "--allowed-origins", "https://a.example, https://b.example"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = wait_for_url(proc, timeout_s=120)
@@ -179,6 +179,8 @@ def test_serve_subprocess_prints_url_and_serves(tiny_dir, tmp_path):
         # greedy: the tiny model does not stop that early (sampled at OpenAI's default temperature it once did)
         assert r.json()["usage"]["completion_tokens"] == 4
         assert httpx.get(url + "/v1/models", timeout=10).status_code == 401  # --api-key is enforced
+        cors = httpx.get(url + "/health", headers={"Origin": "https://b.example"}, timeout=10)  # --allowed-origins
+        assert cors.headers["access-control-allow-origin"] == "https://b.example"
     finally:
         stop(proc)
 

@@ -402,3 +402,23 @@ def test_a_packaged_models_short_name_names_it():
         with pytest.raises(APIError) as info:
             check_model(engine, name)
         assert info.value.status == 404
+
+
+# -- CORS ------------------------------------------------------------------------------------------------
+def test_no_cross_origin_access_unless_allowed(engine):
+    headers = {"Origin": "https://example.com", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization, content-type"}
+    with TestClient(build_app(engine)) as c:
+        preflight = c.options("/v1/chat/completions", headers=headers)
+        assert "access-control-allow-origin" not in preflight.headers
+        assert "access-control-allow-origin" not in chat(c, headers={"Origin": "https://example.com"}).headers
+    with TestClient(build_app(engine, api_key="k", allowed_origins=["https://example.com"])) as c:
+        preflight = c.options("/v1/chat/completions", headers=headers)  # answered before the key is asked
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == "https://example.com"
+        r = chat(c, headers={"Origin": "https://example.com", "Authorization": "Bearer k"})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://example.com"
+        other = c.options("/v1/chat/completions", headers={**headers, "Origin": "https://evil.example"})
+        assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+    with TestClient(build_app(engine, allowed_origins=["*"])) as c:
+        assert chat(c, headers={"Origin": "https://any.example"}).headers["access-control-allow-origin"] == "*"

@@ -133,6 +133,9 @@ def _add_serve(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every endpoint but /health (default: no auth)")
+    p.add_argument("--allowed-origins", default=None, metavar="ORIGINS",
+                   help="comma-separated origins whose web pages may call the API from a browser (CORS), or '*' for any "
+                        "(default: none; the playground is served from the same origin)")
     p.add_argument("--max-body-bytes", type=int, default=None,
                    help="refuse request bodies larger than this with HTTP 413 (default: 8 MiB)")
     _add_model_options(p)
@@ -187,7 +190,8 @@ def _serve(args: argparse.Namespace) -> int:
     engine.engine.grammars.warm()  # response_format's tokenizer view, off the first JSON request's path
     try:
         limits = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
-        app = build_app(engine, api_key=args.api_key, **limits)
+        origins = [o.strip() for o in (args.allowed_origins or "").split(",") if o.strip()]
+        app = build_app(engine, api_key=args.api_key, allowed_origins=origins, **limits)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level=args.log_level,
             timeout_graceful_shutdown=args.shutdown_timeout,

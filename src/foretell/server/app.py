@@ -19,10 +19,11 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -732,9 +733,12 @@ async def openapi(request: Request) -> JSONResponse:
     return JSONResponse(openapi_document(request.app))
 
 
-def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              allowed_origins: Sequence[str] = ()) -> FastAPI:
     """The FastAPI app serving ``engine`` (an AsyncEngine). ``api_key`` requires ``Authorization: Bearer``
-    on every endpoint but /health (compared in constant time). Bodies over ``max_body_bytes`` get 413."""
+    on every endpoint but /health (compared in constant time). Bodies over ``max_body_bytes`` get 413.
+    ``allowed_origins``: web pages of these origins (``*``: any) may call the API from a browser (CORS); none by
+    default, as a server on localhost answers any page the user opens otherwise (the playground is same-origin)."""
     app = FastAPI(title="foretell", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
     app.state.api_key = api_key or None
@@ -744,6 +748,9 @@ def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     app.add_middleware(_CountRequests, metrics=app.state.metrics)
+    if allowed_origins:  # outermost: a preflight is answered before auth and limits
+        app.add_middleware(CORSMiddleware, allow_origins=list(allowed_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["*"], expose_headers=["*"])
     app.include_router(v1)
     app.include_router(other)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
