@@ -164,11 +164,6 @@ class Grammar:
         if not self.matcher.is_stopped():
             self.matcher.consume_tokens([int(t) for t in tokens])
 
-    @property
-    def done(self) -> bool:
-        """The reply is complete (only the end of the sequence may follow)."""
-        return self.matcher.is_stopped()
-
 
 def schema_text(schema: dict) -> str:
     """A schema's canonical text (the compiler's cache key)."""

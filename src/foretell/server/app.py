@@ -324,6 +324,10 @@ class _Format:
 class ChatFormat(_Format):
     prefix = "chatcmpl-"
 
+    def __init__(self, tools: ToolChoice | None = None):
+        self.tools = tools if tools is not None and tools.active else None
+        self.filters: dict[int, StreamFilter] = {}  # per streamed choice, with tools
+
     def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[P.TokenLogprobOut]:
         texts = run.token_texts()
         items = []
@@ -344,10 +348,6 @@ class ChatFormat(_Format):
             self._chunk(run, [P.ChatChunkChoice(index=i, delta={"role": "assistant", "content": ""})])
             for i in range(len(run.choices))
         ]
-
-    def __init__(self, tools: ToolChoice | None = None):
-        self.tools = tools if tools is not None and tools.active else None
-        self.filters: dict[int, StreamFilter] = {}  # per streamed choice, with tools
 
     def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
         chunks, calls = [], None

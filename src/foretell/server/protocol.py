@@ -23,9 +23,9 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from foretell.config import SamplingParams, SpeculationParams
+from foretell.core.grammar import schema_text
 from foretell.engine.api import GenerationRequest
 from foretell.server.errors import bad_request
-from foretell.core.grammar import schema_text
 from foretell.server.tools import ToolChoice
 
 SEARCH_LENGTH_HEADER = "x-ms-oai-ev3-predictor_search_length"
@@ -242,7 +242,7 @@ def chat_messages(messages: list[Message]) -> list[dict]:
         role = _ROLES.get(m.role)
         if role is None:
             raise bad_request(f"messages[{i}].role", f"role {m.role!r} is not supported; use system, developer, user, assistant or tool")
-        if m.content is None and not (role == "assistant"):
+        if m.content is None and role != "assistant":
             raise bad_request(f"messages[{i}].content", "content is required")
         if m.tool_calls and role != "assistant":
             raise bad_request(f"messages[{i}].tool_calls", "only assistant messages carry tool_calls")
