@@ -160,3 +160,13 @@ def test_greedy_choices_are_the_masked_argmax_where_they_count(compiler, tokeniz
         prefixes.append(m)
         assert (grammar.allowed([], 1, VOCAB)[0].numpy() == reference_mask(compiler, [])).all()  # rolled back
     assert max(prefixes) >= 5 and min(prefixes) < len(doc)  # long accepted prefixes, and refusals
+
+
+def test_properties_come_in_the_order_the_schema_lists_them(compiler, tokenizer):
+    """As OpenAI's structured outputs write them (the schema's text keeps its key order)."""
+    schema = {"type": "object", "properties": {"zeta": {"type": "boolean"}, "alpha": {"type": "boolean"}},
+              "required": ["zeta", "alpha"], "additionalProperties": False}
+    for text, whole in (('{"zeta": true, "alpha": false}', True), ('{"alpha": false, "zeta": true}', False)):
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        matcher = compiler.matcher(schema_text(schema)).matcher
+        assert (matcher.validate_tokens(ids) == len(ids)) is whole, text

@@ -166,5 +166,6 @@ class Grammar:
 
 
 def schema_text(schema: dict) -> str:
-    """A schema's canonical text (the compiler's cache key)."""
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    """A schema's compact text (the compiler's cache key). Keys keep their order: llguidance writes an object's
+    properties in the order the schema lists them, as OpenAI's structured outputs do."""
+    return json.dumps(schema, separators=(",", ":"))
