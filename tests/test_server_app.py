@@ -288,7 +288,7 @@ def test_bad_chat_fields_are_400_naming_the_field(client, patch, param):
         ({"model": "default", "prompt": ""}, "prompt"),
         ({"model": "default", "prompt": [[1, 2], [99999]]}, "prompt"),
         ({"model": "default", "prompt": "x", "logprobs": 6}, "logprobs"),
-        ({"model": "default", "prompt": "x", "echo": True}, "echo"),
+        ({"model": "default", "prompt": "x", "echo": True, "logprobs": 1}, "echo"),
         ({"model": "default", "prompt": "x", "max_tokens": 1000}, "max_tokens"),
         ({"prompt": "x"}, "model"),
     ],
@@ -422,3 +422,26 @@ def test_no_cross_origin_access_unless_allowed(engine):
         assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
     with TestClient(build_app(engine, allowed_origins=["*"])) as c:
         assert chat(c, headers={"Origin": "https://any.example"}).headers["access-control-allow-origin"] == "*"
+
+
+# -- echo ------------------------------------------------------------------------------------------------
+def test_echo_puts_each_prompt_before_its_choices(client):
+    body = {"model": "default", "prompt": ["def f(", "x = "], "n": 2, "max_tokens": 5, "echo": True}
+    r = client.post("/v1/completions", json=body)
+    assert r.status_code == 200, r.text
+    texts = [c["text"] for c in sorted(r.json()["choices"], key=lambda c: c["index"])]
+    plain = client.post("/v1/completions", json={**body, "echo": False}).json()["choices"]
+    plain = [c["text"] for c in sorted(plain, key=lambda c: c["index"])]
+    assert texts == ["def f(" + plain[0], "def f(" + plain[1], "x = " + plain[2], "x = " + plain[3]]
+    r = client.post("/v1/completions", json={**body, "stream": True})
+    streamed = {}
+    for ev in sse_events(r.text):
+        for c in ev["choices"]:
+            streamed[c["index"]] = streamed.get(c["index"], "") + c["text"]
+    assert [streamed[i] for i in range(4)] == texts
+
+
+def test_echo_of_token_ids_decodes_them(client, engine):
+    ids = engine.tokenizer.encode("def add(a, b):", add_special_tokens=False)
+    r = client.post("/v1/completions", json={"model": "default", "prompt": ids, "max_tokens": 3, "echo": True})
+    assert r.json()["choices"][0]["text"].startswith("def add(a, b):")

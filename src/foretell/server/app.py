@@ -404,6 +404,12 @@ class ChatFormat(_Format):
 class CompletionFormat(_Format):
     prefix = "cmpl-"
 
+    def __init__(self, echo: list[str] | None = None):
+        self.echo = echo  # per prompt, its text to put before each of its choices' completions (``echo``)
+
+    def _echoed(self, run: Run, i: int) -> str:
+        return self.echo[run.plan.prompt_index[i]] if self.echo is not None else ""
+
     def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[tuple]:
         texts = run.token_texts()
         items = []
@@ -430,7 +436,8 @@ class CompletionFormat(_Format):
         return chunk.model_dump(exclude={"foretell"})
 
     def opening(self, run: Run) -> list[dict]:
-        return []
+        return [self._chunk(run, [P.CompletionChoice(index=i, text=self._echoed(run, i), logprobs=None, finish_reason=None)])
+                for i in range(len(run.choices)) if self._echoed(run, i)]
 
     def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
         if not (text or lps or out.finished):
@@ -443,7 +450,7 @@ class CompletionFormat(_Format):
         choices = [
             P.CompletionChoice(
                 index=i,
-                text="".join(c.text),
+                text=self._echoed(run, i) + "".join(c.text),
                 logprobs=self._logprobs_obj(c.logprobs) if with_logprobs else None,
                 finish_reason=c.finish_reason or "stop",
             )
@@ -491,6 +498,7 @@ class Translated:
     rename: dict[str, str]
     logprobs: int | None
     tools: ToolChoice | None = None
+    prompts: list[list[int]] | None = None  # completions: the prompts' token ids
 
 
 def translate_chat(engine, req: P.ChatCompletionRequest, header: str | None) -> Translated:
@@ -514,7 +522,7 @@ def translate_completion(engine, req: P.CompletionRequest, header: str | None) -
     prompts = P.completion_prompts(engine.tokenizer, req.prompt)
     rename = {"messages": "prompt", "top_logprobs": "logprobs", "search_length": "prediction_search_length"}
     plan = _plan(engine, req, prompts, req.max_tokens, 16, req.logprobs, header, rename)
-    return Translated(plan, rename, req.logprobs)
+    return Translated(plan, rename, req.logprobs, prompts=prompts)
 
 
 _SPECULATION_FIELDS = {f: f"speculation.{f}" for f in ("method", "rule", "alpha", "k_max")}
@@ -685,7 +693,8 @@ async def completions(request: Request) -> Response:
     req = await parse_body(request, P.CompletionRequest)
     check_model(engine, req.model)
     translated = translate_completion(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
-    return await respond(request, CompletionFormat(), req, translated)
+    echo = P.prompt_texts(engine.tokenizer, req.prompt, translated.prompts) if req.echo else None
+    return await respond(request, CompletionFormat(echo), req, translated)
 
 
 def _model_card(request: Request) -> P.ModelCard:

@@ -2,7 +2,7 @@
 
 Requests validate strictly (types are not coerced: ``"0.5"`` is not a temperature) but ignore fields they
 do not know, as OpenAI clients send extras. Known OpenAI fields that foretell cannot honour (the deprecated
-``functions``, echo, suffix, best_of) are refused with 400 rather than silently ignored. ``response_format``
+``functions``, suffix, best_of, echo with logprobs) are refused with 400 rather than silently ignored. ``response_format``
 (JSON object or schema) is enforced by masking the logits (:mod:`foretell.core.grammar`).
 ``tools`` and ``tool_choice`` are served through the model's chat template (:mod:`foretell.server.tools`).
 
@@ -192,8 +192,8 @@ def check_supported_chat(req: ChatCompletionRequest) -> None:
 
 
 def check_supported_completion(req: CompletionRequest) -> None:
-    if req.echo:
-        raise bad_request("echo", "echo is not supported by this server")
+    if req.echo and req.logprobs is not None:
+        raise bad_request("echo", "echo with logprobs is not supported by this server (it would need the prompt's logprobs)")
     if req.suffix:
         raise bad_request("suffix", "suffix is not supported by this server")
     if req.best_of is not None and req.best_of != (req.n or 1):
@@ -305,6 +305,15 @@ def completion_prompts(tokenizer, prompt) -> list[list[int]]:
             raise bad_request("prompt", f"prompt {i} is empty")
         out.append(ids)
     return out
+
+
+def prompt_texts(tokenizer, prompt, prompts: list[list[int]]) -> list[str]:
+    """The text of each prompt, for ``echo``: a string prompt as sent, token ids decoded."""
+    if isinstance(prompt, str):
+        return [prompt]
+    if prompt and isinstance(prompt[0], str):
+        return list(prompt)
+    return [tokenizer.decode(ids) for ids in prompts]
 
 
 def prediction_ids(tokenizer, prediction: Prediction | None) -> tuple[int, ...] | None:
