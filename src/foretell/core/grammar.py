@@ -118,10 +118,7 @@ class Grammar:
             consumed += 1
         if consumed:
             self.matcher.rollback(consumed)
-        bits = np.unpackbits(bitmask.view(np.uint8), axis=1, bitorder="little")[:, :width].astype(bool)
-        if bits.shape[1] < width:  # a wider head than the tokenizer: padding rows are never allowed
-            bits = np.pad(bits, ((0, 0), (0, width - bits.shape[1])))
-        return torch.from_numpy(bits)
+        return torch.from_numpy(_unpack(bitmask, width))
 
     def greedy_choices(self, logits: torch.Tensor, draft_tokens: Sequence[int], raw: torch.Tensor) -> torch.Tensor:
         """Greedy verification's choices without masking whole rows: ``raw`` is each row's argmax of the
@@ -139,11 +136,8 @@ class Grammar:
         for j in range(rows):
             llg_numpy.fill_next_token_bitmask(self.matcher, bitmask, 0)
             if not self._allows(bitmask[0], int(raw[j])):
-                bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:width].astype(bool)
                 row = logits[j].float().numpy()
-                allowed = np.zeros(width, dtype=bool)
-                allowed[: len(bits)] = bits
-                choices[j] = int(np.where(allowed, row, -np.inf).argmax())
+                choices[j] = int(np.where(_unpack(bitmask, width)[0], row, -np.inf).argmax())
             token = int(choices[j])
             if j >= len(draft_tokens) or token != draft_tokens[j] or token == self.eos:
                 break
@@ -163,6 +157,13 @@ class Grammar:
         """Follow the emitted tokens (each was allowed; the end-of-sequence token stops the matcher)."""
         if not self.matcher.is_stopped():
             self.matcher.consume_tokens([int(t) for t in tokens])
+
+
+def _unpack(bitmask: np.ndarray, width: int) -> np.ndarray:
+    """bool[rows, width] from llguidance's int32 bitmask rows; tokens past the mask (a head wider than the
+    tokenizer: padding rows) are never allowed."""
+    bits = np.unpackbits(bitmask.view(np.uint8), axis=1, bitorder="little")[:, :width].astype(bool)
+    return bits if bits.shape[1] == width else np.pad(bits, ((0, 0), (0, width - bits.shape[1])))
 
 
 def schema_text(schema: dict) -> str:
