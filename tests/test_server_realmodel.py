@@ -125,3 +125,32 @@ def test_response_format_holds_the_reply_to_json_and_a_prediction_keeps_it(clien
         client.chat.completions.create(**kw, response_format={"type": "json_schema", "json_schema": {
             "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "strnig"}}}}})
     assert err.value.body["param"] == "response_format"
+
+
+def test_the_responses_api_on_the_default_model(client):
+    """/v1/responses through the official client: the chat reply, lossless with a prediction, a pydantic
+    text_format parsed, and a function call item."""
+    from pydantic import BaseModel
+
+    plain = client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=32, temperature=0)
+    kw = dict(model="default", input=MESSAGES[0]["content"], max_output_tokens=32, temperature=0)
+    r = client.responses.create(**kw)
+    assert r.output_text == plain.choices[0].message.content
+    for prediction in (CODE.replace("add", "plus"), r.output_text):
+        predicted = client.responses.create(**kw, extra_body={"prediction": {"type": "content", "content": prediction}})
+        assert predicted.output_text == r.output_text
+    assert predicted.usage.output_tokens_details.model_extra["accepted_prediction_tokens"] > 0
+
+    class Point(BaseModel):
+        x: int
+        y: int
+
+    parsed = client.responses.parse(model="default", input="Give the point with x=3 and y=4 as JSON.", text_format=Point,
+                                    temperature=0, max_output_tokens=40)
+    assert isinstance(parsed.output_parsed, Point)
+    tool = {"type": "function", "name": "get_weather", "description": "Current weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    called = client.responses.create(model="default", input="What's the weather in Paris?", tools=[tool],
+                                     tool_choice="required", temperature=0, max_output_tokens=40)
+    calls = [o for o in called.output if o.type == "function_call"]
+    assert calls and calls[0].name == "get_weather" and "city" in json.loads(calls[0].arguments)

@@ -34,6 +34,7 @@ from foretell import __version__
 from foretell.config import SpeculationParams
 from foretell.engine.api import RequestOutput, RequestStats
 from foretell.server import protocol as P
+from foretell.server import responses as R
 from foretell.engine.detok import TokenTexts
 from foretell.server.provenance import ProvenanceTape
 from foretell.server.tools import Parsed, StreamFilter, ToolChoice
@@ -48,7 +49,7 @@ DISCONNECT_POLL_S = 0.5
 MAX_CHOICES = 128
 PARSE_INLINE_BYTES = 256 * 1024  # larger bodies are parsed off the event loop
 STATIC_DIR = Path(__file__).parent / "static"  # the playground: plain HTML/CSS/JS, no build step
-_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics")
+_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health", "/metrics")
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -313,12 +314,22 @@ class Run:
 
 # -- formats --------------------------------------------------------------------------------------
 class _Format:
-    """What the chat and completions formats share: the closing usage chunk."""
+    """What the chat and completions formats share: SSE data lines, the closing usage chunk and ``[DONE]``."""
 
     def usage_chunk(self, run: Run) -> dict:
         chunk = self._chunk(run, [], usage=run.usage())
         chunk["foretell"] = run.foretell_stats().model_dump()
         return chunk
+
+    def encode(self, obj: dict) -> str:
+        return _sse_data(obj)
+
+    def closing(self, run: Run) -> list[str]:
+        usage = [self.encode(self.usage_chunk(run))] if run.include_usage else []
+        return usage + ["data: [DONE]\n\n"]
+
+    def error_event(self, err: APIError) -> str:
+        return self.encode(err.body())
 
 
 class ChatFormat(_Format):
@@ -349,15 +360,21 @@ class ChatFormat(_Format):
             for i in range(len(run.choices))
         ]
 
+    def _filtered(self, run: Run, i: int, text: str, out: RequestOutput) -> tuple[str, list[dict] | None]:
+        """Choice ``i``'s text delta, less what may be a tool call (with tools), and at its end its calls."""
+        if self.tools is None:
+            return text, None
+        tool_filter = self.filters.setdefault(i, StreamFilter(self.tools))
+        text, calls = tool_filter.feed(text), None
+        if out.finished:
+            rest, parsed = tool_filter.finish()
+            text += rest
+            calls = self._calls(run, i, parsed)
+        return text, calls
+
     def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
-        chunks, calls = [], None
-        if self.tools is not None:
-            tool_filter = self.filters.setdefault(i, StreamFilter(self.tools))
-            text = tool_filter.feed(text)
-            if out.finished:
-                rest, parsed = tool_filter.finish()
-                text += rest
-                calls = self._calls(run, i, parsed)
+        chunks = []
+        text, calls = self._filtered(run, i, text, out)
         if text or lps:
             logprobs = P.ChoiceLogprobs(content=lps) if out.new_logprobs is not None else None
             chunks.append(self._chunk(run, [P.ChatChunkChoice(index=i, delta={"content": text}, logprobs=logprobs)]))
@@ -462,21 +479,135 @@ class CompletionFormat(_Format):
         )
 
 
-# -- the two generation endpoints -----------------------------------------------------------------
-def parse(model_cls: type[BaseModel], body: bytes):
+class ResponsesFormat(ChatFormat):
+    """/v1/responses: the one choice as a Response object, or as its stream of typed events (``response.created``,
+    the message's text deltas, each tool call's item, then ``response.completed`` or ``response.incomplete``).
+    The reply is kept in the response store unless the request said ``store: false``."""
+
+    prefix = "resp_"
+
+    def __init__(self, req: R.ResponsesRequest, tools: ToolChoice | None, store: R.ResponseStore,
+                 conversation: list[P.Message]):
+        super().__init__(tools)
+        self.req = req
+        self.store = store
+        self.conversation = conversation  # without the instructions: what a later turn continues
+        self.sequence = 0
+        self.message_id = R.new_id("msg_")
+        self.opened = False  # streaming: the message item was announced
+        self.streamed: list[str] = []
+        self.streamed_logprobs: list[dict] = []
+
+    def encode(self, obj: dict) -> str:
+        event = {"type": obj.pop("type"), "sequence_number": self.sequence, **obj}
+        self.sequence += 1
+        return f"event: {event['type']}\n{_sse_data(event)}"
+
+    def closing(self, run: Run) -> list[str]:
+        return []
+
+    def error_event(self, err: APIError) -> str:
+        e = err.body()["error"]
+        return self.encode({"type": "error", "code": e["code"], "message": e["message"], "param": e["param"]})
+
+    def _object(self, run: Run, status: str, output: list[dict], usage: dict | None = None, stats=None) -> dict:
+        return R.response_object(self.req, run.id, run.created, run.model, status, output, usage, stats)
+
+    def opening(self, run: Run) -> list[dict]:
+        return [{"type": kind, "response": self._object(run, "in_progress", [])}
+                for kind in ("response.created", "response.in_progress")]
+
+    def _where(self, **more) -> dict:
+        return {"item_id": self.message_id, "output_index": 0, "content_index": 0, **more}
+
+    def _open(self) -> list[dict]:
+        self.opened = True
+        item = {"type": "message", "id": self.message_id, "status": "in_progress", "role": "assistant", "content": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return [{"type": "response.output_item.added", "output_index": 0, "item": item},
+                {"type": "response.content_part.added", **self._where(part=part)}]
+
+    def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
+        events = []
+        text, calls = self._filtered(run, i, text, out)
+        if text or lps:
+            events += [] if self.opened else self._open()
+            logprobs = [lp.model_dump() for lp in lps]
+            self.streamed.append(text)
+            self.streamed_logprobs += logprobs
+            events.append({"type": "response.output_text.delta", **self._where(delta=text, logprobs=logprobs)})
+        if out.finished:
+            events += self._close(run, calls or [])
+        return events
+
+    def _close(self, run: Run, calls: list[dict]) -> list[dict]:
+        events, items = [], []
+        calls = calls[: self.req.max_tool_calls] if self.req.max_tool_calls else calls
+        if not self.opened and not calls:
+            events += self._open()
+        if self.opened:
+            text = "".join(self.streamed)
+            logprobs = self.streamed_logprobs if self.req.wants_logprobs else None
+            item = R.message_item(self.message_id, text, logprobs, self._status(run))
+            events += [{"type": "response.output_text.done", **self._where(text=text, logprobs=logprobs or [])},
+                       {"type": "response.content_part.done", **self._where(part=item["content"][0])},
+                       {"type": "response.output_item.done", "output_index": 0, "item": item}]
+            items.append(item)
+        for call in calls:
+            at, item = len(items), R.call_item(call)
+            where = {"item_id": item["id"], "output_index": at}
+            events += [{"type": "response.output_item.added", "output_index": at, "item": R.call_item(call, "in_progress", "")},
+                       {"type": "response.function_call_arguments.delta", **where, "delta": item["arguments"]},
+                       {"type": "response.function_call_arguments.done", **where, "arguments": item["arguments"],
+                        "name": item["name"]},
+                       {"type": "response.output_item.done", "output_index": at, "item": item}]
+            items.append(item)
+        text = "".join(self.streamed) if self.opened else None
+        final = self._finish(run, items, text, calls)
+        events.append({"type": f"response.{final['status']}", "response": final})
+        return events
+
+    @staticmethod
+    def _status(run: Run) -> str:
+        return "incomplete" if run.choices[0].finish_reason == "length" else "completed"
+
+    def _finish(self, run: Run, items: list[dict], text: str | None, calls: list[dict]) -> dict:
+        """The Response object at the end (kept in the store unless ``store: false``)."""
+        usage = R.usage_object(run.usage())
+        final = self._object(run, self._status(run), items, usage, run.foretell_stats().model_dump())
+        if self.req.store is not False:
+            self.store.put(final, [*self.conversation, R.assistant_message(text, calls)])
+        return final
+
+    def response(self, run: Run, with_logprobs: bool) -> dict:
+        text = "".join(run.choices[0].text)
+        parsed = parse_tool_calls(self.tools.opening() + text, self.tools) if self.tools is not None else None
+        calls = self._calls(run, 0, parsed) or []
+        calls = calls[: self.req.max_tool_calls] if self.req.max_tool_calls else calls
+        content = parsed.content if parsed is not None else text
+        items = []
+        if content is not None or not calls:
+            logprobs = [lp.model_dump() for lp in run.choices[0].logprobs] if with_logprobs else None
+            items.append(R.message_item(self.message_id, content or "", logprobs, self._status(run)))
+        items += [R.call_item(c) for c in calls]
+        return self._finish(run, items, content, calls)
+
+
+# -- the generation endpoints -----------------------------------------------------------------
+def parse(model_cls: type[BaseModel], body: bytes, field_names: frozenset[str] = P.FIELD_NAMES):
     try:
         return model_cls.model_validate_json(body)
     except ValidationError as exc:
-        raise from_validation_error(exc, P.FIELD_NAMES) from None
+        raise from_validation_error(exc, field_names) from None
 
 
-async def parse_body(request: Request, model_cls: type[BaseModel]):
+async def parse_body(request: Request, model_cls: type[BaseModel], field_names: frozenset[str] = P.FIELD_NAMES):
     """Read and validate the body; a large one is parsed in a worker thread so the event loop keeps
     serving other requests (/health, streams) meanwhile."""
     body = await request.body()
     if len(body) <= PARSE_INLINE_BYTES:
-        return parse(model_cls, body)
-    return await run_in_threadpool(parse, model_cls, body)
+        return parse(model_cls, body, field_names)
+    return await run_in_threadpool(parse, model_cls, body, field_names)
 
 
 def check_model(engine, name: str) -> None:
@@ -563,8 +694,9 @@ async def respond(request: Request, fmt, req, translated: Translated) -> Respons
     """Run the planned choices; answer one JSON response or an SSE stream. A client that leaves stops them."""
     state = request.app.state
     plan = translated.plan
-    include_usage = bool(req.stream and req.stream_options and req.stream_options.include_usage)
-    provenance = bool(req.stream and req.stream_options and req.stream_options.include_provenance)
+    options = getattr(req, "stream_options", None)
+    include_usage = bool(req.stream and options and options.include_usage)
+    provenance = bool(req.stream and options and options.include_provenance)
     run = Run(state, fmt, plan, include_usage, provenance)
     fanout = Fanout(state.engine, plan.requests)
     try:
@@ -574,7 +706,8 @@ async def respond(request: Request, fmt, req, translated: Translated) -> Respons
         await until_disconnect(request, _drain(run, fanout))
         body = fmt.response(run, with_logprobs=translated.logprobs is not None)
         run.finish()
-        return Response(body.model_dump_json(), media_type="application/json")
+        text = body.model_dump_json() if isinstance(body, BaseModel) else json.dumps(body, ensure_ascii=False)
+        return Response(text, media_type="application/json")
     except ClientGone:
         _close(run, fanout)
         return Response(status_code=499)
@@ -632,20 +765,19 @@ def _sse_data(obj) -> str:
 async def _sse(run: Run, fanout: Fanout, first: list):
     try:
         for chunk in run.fmt.opening(run):
-            yield _sse_data(chunk)
+            yield run.fmt.encode(chunk)
         for ev in first:
             for chunk in _chunks(run, ev):
                 yield chunk
         while (ev := await fanout.next()) is not None:
             for chunk in _chunks(run, ev):
                 yield chunk
-        if run.include_usage:
-            yield _sse_data(run.fmt.usage_chunk(run))
-        yield "data: [DONE]\n\n"
+        for line in run.fmt.closing(run):
+            yield line
     except Exception as exc:  # mid-stream failure: OpenAI's error event, then stop
         err = exc if isinstance(exc, APIError) else from_engine_error(exc)
         log.warning("stream failed: %s", exc)
-        yield _sse_data(err.body())
+        yield run.fmt.error_event(err)
     finally:
         _close(run, fanout)
 
@@ -656,7 +788,7 @@ def _chunks(run: Run, ev) -> list[str]:
     chunks = run.fmt.delta(run, i, text, lps, out)
     if run.tapes is not None:
         _add_provenance(run.tapes[i], out, text, chunks)
-    return [_sse_data(c) for c in chunks]
+    return [run.fmt.encode(c) for c in chunks]
 
 
 def _add_provenance(tape: ProvenanceTape, out: RequestOutput, text: str, chunks: list[dict]) -> None:
@@ -695,6 +827,36 @@ async def completions(request: Request) -> Response:
     translated = translate_completion(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
     echo = P.prompt_texts(engine.tokenizer, req.prompt, translated.prompts) if req.echo else None
     return await respond(request, CompletionFormat(echo), req, translated)
+
+
+@v1.post("/responses")
+async def responses(request: Request) -> Response:
+    state = request.app.state
+    req = await parse_body(request, R.ResponsesRequest, R.FIELD_NAMES)
+    check_model(state.engine, req.model)
+    R.check_supported(req)
+    history = state.responses.get(req.previous_response_id, "previous_response_id")[1] if req.previous_response_id else []
+    try:
+        try:
+            chat, conversation = R.to_chat(req, history)
+        except ValidationError as exc:
+            raise from_validation_error(exc, R.FIELD_NAMES) from None
+        translated = translate_chat(state.engine, chat, request.headers.get(P.SEARCH_LENGTH_HEADER))
+    except APIError as err:
+        raise R.renamed(err) from None
+    fmt = ResponsesFormat(req, translated.tools, state.responses, conversation)
+    return await respond(request, fmt, chat, translated)
+
+
+@v1.get("/responses/{response_id}")
+async def get_response(request: Request, response_id: str) -> JSONResponse:
+    return JSONResponse(request.app.state.responses.get(response_id)[0])
+
+
+@v1.delete("/responses/{response_id}")
+async def delete_response(request: Request, response_id: str) -> JSONResponse:
+    request.app.state.responses.delete(response_id)
+    return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
 def _model_card(request: Request) -> P.ModelCard:
@@ -754,11 +916,12 @@ def build_app(engine, api_key: str | None = None, max_body_bytes: int = DEFAULT_
     app.state.created = int(time.time())
     app.state.token_texts = TokenTexts(engine.tokenizer)
     app.state.metrics = ServerMetrics(engine)
+    app.state.responses = R.ResponseStore()
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     app.add_middleware(_CountRequests, metrics=app.state.metrics)
     if allowed_origins:  # outermost: a preflight is answered before auth and limits
-        app.add_middleware(CORSMiddleware, allow_origins=list(allowed_origins), allow_methods=["GET", "POST"],
+        app.add_middleware(CORSMiddleware, allow_origins=list(allowed_origins), allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["*"], expose_headers=["*"])
     app.include_router(v1)
     app.include_router(other)

@@ -13,6 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
 from foretell.server import protocol as P
+from foretell.server import responses as R
 
 _REF = "#/components/schemas/{model}"
 _ERRORS = {
@@ -27,8 +28,9 @@ _ERRORS = {
 _GENERATION = {
     "/v1/chat/completions": (P.ChatCompletionRequest, P.ChatCompletion),
     "/v1/completions": (P.CompletionRequest, P.Completion),
+    "/v1/responses": (R.ResponsesRequest, R.ResponseObject),
 }
-_READS = {"/v1/models": P.ModelList, "/v1/models/{model_id}": P.ModelCard}
+_READS = {"/v1/models": P.ModelList, "/v1/models/{model_id}": P.ModelCard, "/v1/responses/{response_id}": R.ResponseObject}
 
 
 class ErrorBody(BaseModel):
@@ -66,6 +68,9 @@ def openapi_document(app: FastAPI) -> dict:
             if method == "get" and path in _READS:
                 op["responses"]["200"] = {"description": "OK", "content": {
                     "application/json": {"schema": _schema_ref(_READS[path], schemas)}}}
+            if method == "delete" and path == "/v1/responses/{response_id}":
+                op["responses"]["200"] = {"description": "Deleted", "content": {
+                    "application/json": {"schema": _schema_ref(R.DeletedResponse, schemas)}}}
             if path == "/metrics":
                 op["responses"]["200"] = {"description": "Prometheus text format",
                                           "content": {"text/plain": {"schema": {"type": "string"}}}}

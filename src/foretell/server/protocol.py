@@ -33,12 +33,12 @@ MAX_STOP = 4
 INT64 = 2**63
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
 # -- requests -------------------------------------------------------------------------------------
-class ContentPart(_Strict):
+class ContentPart(Strict):
     """A content part; only ``{"type": "text", "text": ...}`` is served (others → 400 naming the part)."""
 
     type: str
@@ -48,12 +48,12 @@ class ContentPart(_Strict):
 Content = Union[str, list[ContentPart]]
 
 
-class FunctionCallIn(_Strict):
+class FunctionCallIn(Strict):
     name: str
     arguments: str
 
 
-class ToolCallIn(_Strict):
+class ToolCallIn(Strict):
     """A call in an assistant message of the history (as OpenAI returned it)."""
 
     id: str | None = None
@@ -61,7 +61,7 @@ class ToolCallIn(_Strict):
     function: FunctionCallIn
 
 
-class Message(_Strict):
+class Message(Strict):
     role: str
     content: Content | None = None
     name: str | None = None
@@ -69,33 +69,33 @@ class Message(_Strict):
     tool_call_id: str | None = None
 
 
-class FunctionDef(_Strict):
+class FunctionDef(Strict):
     name: str = Field(min_length=1, max_length=64)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
 
-class Tool(_Strict):
+class Tool(Strict):
     type: Literal["function"]
     function: FunctionDef
 
 
-class NamedFunction(_Strict):
+class NamedFunction(Strict):
     name: str
 
 
-class NamedToolChoice(_Strict):
+class NamedToolChoice(Strict):
     type: Literal["function"]
     function: NamedFunction
 
 
-class Prediction(_Strict):
+class Prediction(Strict):
     type: Literal["content"]
     content: Content
 
 
-class Speculation(_Strict):
+class Speculation(Strict):
     """The ``speculation`` extension: which draft source, and for cascades the rule and its lenience."""
 
     method: Literal["auto", "none", "ngram", "prediction", "draft", "cascade"] = "auto"
@@ -104,12 +104,12 @@ class Speculation(_Strict):
     alpha: float | None = Field(None, ge=-1.0, le=1.0)
 
 
-class StreamOptions(_Strict):
+class StreamOptions(Strict):
     include_usage: bool | None = None
     include_provenance: bool | None = None  # extension: per-chunk spans taken from the prediction
 
 
-class _Common(_Strict):
+class _Common(Strict):
     """Fields shared by /v1/chat/completions and /v1/completions (None = OpenAI's default)."""
 
     model: str
@@ -166,14 +166,14 @@ class CompletionRequest(_Common):
     best_of: int | None = Field(None, ge=1)
 
 
-def _field_names(*models: type[BaseModel]) -> frozenset[str]:
+def field_names(*models: type[BaseModel]) -> frozenset[str]:
     names: set[str] = set()
     for m in models:
         names.update(m.model_fields)
     return frozenset(names)
 
 
-FIELD_NAMES = _field_names(
+FIELD_NAMES = field_names(
     ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions, Speculation,
     ToolCallIn, FunctionCallIn, Tool, FunctionDef, NamedToolChoice,
 )
@@ -207,16 +207,17 @@ def _check_common(req: _Common) -> None:
 
 
 # -- translation ----------------------------------------------------------------------------------
-def join_text(content: Content | None, param: str, sep: str) -> str:
-    """Text of string content or text parts; any other part type → 400 naming it."""
+def join_text(content: Content | None, param: str, sep: str, types: tuple[str, ...] = ("text",)) -> str:
+    """Text of string content or text parts (of ``types``); any other part type → 400 naming it."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     texts = []
     for j, part in enumerate(content):
-        if part.type != "text":
-            raise bad_request(f"{param}[{j}].type", f"content parts of type {part.type!r} are not supported; only 'text'")
+        if part.type not in types:
+            raise bad_request(f"{param}[{j}].type", f"content parts of type {part.type!r} are not supported; only "
+                              + ", ".join(repr(t) for t in types))
         if part.text is None:
             raise bad_request(f"{param}[{j}].text", "a text part needs a 'text' string")
         texts.append(part.text)
