@@ -466,6 +466,29 @@ def _middleware_client(answer: str):
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    @app.post("/v1/responses")
+    async def responses(request: Request):
+        body = await request.json()
+        seen.append(body)
+        usage = {"input_tokens": 3, "output_tokens": len(answer), "total_tokens": 3 + len(answer),
+                 "output_tokens_details": {"reasoning_tokens": 0}}
+        item = {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": answer}]}
+        final = {"id": "resp_1", "object": "response", "status": "completed", "output": [item], "usage": usage}
+        if not body.get("stream"):
+            return JSONResponse(final)
+
+        def event(kind, **data):
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+        async def events():
+            yield event("response.created", response={**final, "status": "in_progress", "output": [], "usage": None})
+            for ch in answer:
+                yield event("response.output_text.delta", item_id="msg_1", output_index=0, content_index=0, delta=ch)
+            yield event("response.output_text.done", item_id="msg_1", output_index=0, content_index=0, text=answer)
+            yield event("response.completed", response=final)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
     app.add_middleware(PredictionMiddleware)
     return TestClient(app), seen
 
@@ -493,6 +516,32 @@ def test_middleware_moves_prediction_and_patches_usage(monkeypatch):
     r = client.post("/v1/chat/completions", json={**body, "prediction": {"type": "content", "content": [{"type": "x"}]}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "prediction.content[0].type"
     assert len(seen) == 2  # the bad request never reached vLLM
+
+
+def test_middleware_carries_a_prediction_on_the_responses_api(monkeypatch):
+    """/v1/responses: the prediction moves into vllm_xargs as on chat; the counts land in the usage's
+    output_tokens_details, of the body or of the stream's response.completed event (the text counted once)."""
+    monkeypatch.setattr(PredictionMiddleware, "tokenizer", lambda self, scope: _CharTokenizer())
+    client, seen = _middleware_client("abcdefgh")
+    body = {"model": "m", "input": "x", "prediction": {"type": "content", "content": "abcdXYZ"}}
+    r = client.post("/v1/responses", json=body)
+    assert r.status_code == 200
+    assert "prediction" not in seen[-1] and seen[-1]["vllm_xargs"][XARG_PREDICTION] == [ord(c) for c in "abcdXYZ"]
+    details = r.json()["usage"]["output_tokens_details"]
+    assert (details["accepted_prediction_tokens"], details["rejected_prediction_tokens"]) == (4, 3)
+    assert r.json()["usage"]["output_tokens"] == 8 and "completion_tokens_details" not in r.json()["usage"]
+
+    with client.stream("POST", "/v1/responses", json={**body, "stream": True}) as s:
+        raw = "".join(s.iter_text())
+    blocks = [b for b in raw.split("\n\n") if b]
+    assert all(b.startswith("event: ") for b in blocks)  # the event lines are kept
+    events = [json.loads(b.split("data: ", 1)[1]) for b in blocks]
+    assert events[-1]["type"] == "response.completed"
+    details = events[-1]["response"]["usage"]["output_tokens_details"]
+    assert (details["accepted_prediction_tokens"], details["rejected_prediction_tokens"]) == (4, 3)
+
+    r = client.post("/v1/responses", json={**body, "prediction": {"type": "content", "content": [{"type": "x"}]}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prediction.content[0].type"
 
 
 def test_middleware_tokenises_off_the_event_loop(monkeypatch):

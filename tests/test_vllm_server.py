@@ -310,3 +310,28 @@ def test_response_format_json_with_a_prediction(server):
     assert "private" in json.loads(text)
     status, ours = _post(server.base + "/v1/chat/completions", {**body, "prediction": {"type": "content", "content": doc}})
     assert status == 200 and ours["choices"][0]["message"]["content"] == text
+
+
+def test_the_responses_api_carries_a_prediction(server, tokenizer):
+    """/v1/responses (vLLM's own): the prediction reaches the proposer (fewer engine steps, the same text) and the
+    usage's output_tokens_details gets the counts, in the body and in the stream's response.completed event."""
+    body = {"model": "default", "input": f"Repeat this code exactly, with no commentary:\n\n{FILES['stack']}",
+            "max_output_tokens": MAX_TOKENS, "temperature": 0}
+    before = server.steps()
+    status, plain = _post(server.base + "/v1/responses", {**body, "speculation": {"method": "none"}})
+    plain_steps = server.steps() - before
+    assert status == 200, plain
+    text = "".join(p["text"] for o in plain["output"] if o["type"] == "message" for p in o["content"])
+    assert text
+    n_pred = len(tokenizer.encode(FILES["stack"], add_special_tokens=False))
+    with_prediction = {**body, "prediction": {"type": "content", "content": FILES["stack"]}}
+    before = server.steps()
+    status, ours = _post(server.base + "/v1/responses", with_prediction)
+    assert server.steps() - before <= 0.6 * plain_steps
+    assert status == 200 and [p["text"] for o in ours["output"] if o["type"] == "message" for p in o["content"]] == [text]
+    details = ours["usage"]["output_tokens_details"]
+    assert 0 < details["accepted_prediction_tokens"] and details["accepted_prediction_tokens"] + details["rejected_prediction_tokens"] == n_pred
+    events = _stream(server.base + "/v1/responses", {**with_prediction, "stream": True})
+    assert "".join(e.get("delta", "") for e in events if e["type"] == "response.output_text.delta") == text
+    (done,) = [e for e in events if e["type"] == "response.completed"]
+    assert done["response"]["usage"]["output_tokens_details"]["accepted_prediction_tokens"] == details["accepted_prediction_tokens"]

@@ -1,13 +1,14 @@
 """ASGI middleware for vLLM's OpenAI server (``--middleware foretell.integrations.vllm.middleware.PredictionMiddleware``).
 
-Requests to ``/v1/chat/completions`` and ``/v1/completions``: foretell's fields (``prediction``,
+Requests to ``/v1/chat/completions``, ``/v1/completions`` and ``/v1/responses``: foretell's fields (``prediction``,
 ``prediction_search_length``, ``speculation``) are validated (a bad value gets a 400 in OpenAI's error shape
 naming the field, before vLLM sees the request), the prediction is tokenised with the served model's
 tokenizer and everything moves into ``vllm_xargs`` (:mod:`.request`).
 
 Responses: the usage gets OpenAI's ``accepted_prediction_tokens`` / ``rejected_prediction_tokens`` and the
 body a ``foretell`` stats block (:func:`.request.usage_details`); when streaming, the chunk that carries the
-usage (``stream_options.include_usage``) is patched, as OpenAI puts usage in the last chunk. vLLM's
+usage (``stream_options.include_usage``) is patched, as OpenAI puts usage in the last chunk; a Responses
+API reply gets the counts in ``usage.output_tokens_details`` (streamed: in ``response.completed``). vLLM's
 per-request speculative-decoding metrics (``--per-request-spec-decode-metrics summary``) feed both.
 
 Tokenising (the prediction on the way in, each reply on the way out to count its accepted prediction tokens)
@@ -31,7 +32,7 @@ from foretell.integrations.vllm.request import (
 from foretell.server.errors import APIError
 
 log = logging.getLogger("foretell.vllm")
-PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
+PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion", "/v1/responses": "responses"}
 Message = dict[str, Any]
 
 
@@ -44,21 +45,49 @@ class _Exchange:
         self.texts: dict[int, list[str]] = {}
 
     def add_choices(self, payload: dict[str, Any]) -> None:
+        if self.kind == "responses":
+            self._add_response_text(payload)
+            return
         for choice in payload.get("choices") or ():
             part = choice.get("text") if self.kind == "completion" else \
                 (choice.get("message") or choice.get("delta") or {}).get("content")
             if part:
                 self.texts.setdefault(int(choice.get("index", 0)), []).append(part)
 
+    def _add_response_text(self, payload: dict[str, Any]) -> None:
+        """A Responses reply's text: its message items' ``output_text`` (a stream: the text deltas)."""
+        if "type" in payload:  # a stream event (the closing one repeats the whole text)
+            if payload["type"] == "response.output_text.delta" and payload.get("delta"):
+                self.texts.setdefault(0, []).append(payload["delta"])
+            return
+        for item in payload.get("output") or ():
+            for part in (item.get("content") or ()) if item.get("type") == "message" else ():
+                if part.get("type") == "output_text" and part.get("text"):
+                    self.texts.setdefault(0, []).append(part["text"])
+
+    @staticmethod
+    def usage_of(payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The payload's usage: a body's or a chunk's, or a Responses stream's ``response.completed`` object's."""
+        usage = payload.get("usage")
+        if usage is None and isinstance(payload.get("response"), dict):
+            usage = payload["response"].get("usage")
+        return usage if isinstance(usage, dict) else None
+
     async def patch(self, payload: dict[str, Any]) -> dict[str, Any]:
         """``payload`` with prediction counts in its usage and the ``foretell`` block (if it has usage)."""
-        usage = payload.get("usage")
-        if not isinstance(usage, dict):
+        usage = self.usage_of(payload)
+        if usage is None:
             return payload
         matched = [matched_tokens(self.prediction_ids, await self._ids("".join(parts))) for parts in self.texts.values()]
-        details, stats = usage_details(len(self.prediction_ids), matched or [0], int(usage.get("completion_tokens", 0)),
+        output_tokens = int(usage.get("completion_tokens", usage.get("output_tokens", 0)))
+        details, stats = usage_details(len(self.prediction_ids), matched or [0], output_tokens,
                                        SpecStats.from_response(payload))
-        out = {**payload, "usage": patch_usage(usage, details)}
+        if self.kind != "responses":
+            out = {**payload, "usage": patch_usage(usage, details)}
+        elif "usage" in payload:
+            out = {**payload, "usage": patch_usage(usage, details, "output_tokens_details")}
+        else:
+            out = {**payload, "response": {**payload["response"], "usage": patch_usage(usage, details, "output_tokens_details")}}
         if stats is not None:
             out["foretell"] = stats
         return out
@@ -181,16 +210,20 @@ class _ResponsePatcher:
             await self.send({"type": "http.response.body", "body": out, "more_body": bool(message.get("more_body"))})
 
     async def _event(self, event: bytes) -> bytes:
-        if not event.startswith(b"data: ") or event.strip() == b"data: [DONE]":
+        """One SSE event (its ``data:`` line patched; an ``event:`` line before it, as Responses streams have, kept)."""
+        head, sep, data = event.rpartition(b"data: ")
+        if not data or (head and not head.endswith(b"\n")) or data.strip() == b"[DONE]":
             return event
         try:
-            payload = json.loads(event[6:])
+            payload = json.loads(data)
         except ValueError:
             return event
-        self.exchange.add_choices(payload)
-        if not isinstance(payload.get("usage"), dict):
+        if not isinstance(payload, dict):
             return event
-        return b"data: " + json.dumps(await self.exchange.patch(payload)).encode()
+        self.exchange.add_choices(payload)
+        if self.exchange.usage_of(payload) is None:
+            return event
+        return head + sep + json.dumps(await self.exchange.patch(payload)).encode()
 
 
 async def _read_body(receive: Callable) -> bytes:

@@ -27,20 +27,20 @@ from pydantic import Field, ValidationError
 
 from foretell.integrations.vllm import XARG_K_MAX, XARG_METHOD, XARG_PREDICTION, XARG_SEARCH_LENGTH
 from foretell.server.errors import APIError, bad_request, from_validation_error
-from foretell.server.protocol import FIELD_NAMES, Prediction, _Strict, join_text
+from foretell.server.protocol import FIELD_NAMES, Prediction, Strict, join_text
 
 METHODS = ("auto", "none", "ngram", "prediction")
 OUR_FIELDS = ("prediction", "prediction_search_length", "speculation")
 
 
-class Speculation(_Strict):
+class Speculation(Strict):
     """The ``speculation`` request extension (DESIGN.md), as far as the vLLM proposer can honour it."""
 
     method: Literal["auto", "none", "ngram", "prediction"] = "auto"
     k_max: int | None = Field(None, ge=0, le=1024)
 
 
-class _Fields(_Strict):
+class _Fields(Strict):
     prediction: Prediction | None = None
     prediction_search_length: int | None = Field(None, ge=1)
     speculation: Speculation | None = None
@@ -163,13 +163,14 @@ def forward_passes(completion_tokens: int, spec: SpecStats) -> int:
     return spec.num_spec_steps + max(0, completion_tokens - emitted_by_spec_steps)
 
 
-def patch_usage(usage: dict[str, Any], details: dict[str, int]) -> dict[str, Any]:
-    """Usage with OpenAI's ``completion_tokens_details`` prediction counts filled in (others kept)."""
+def patch_usage(usage: dict[str, Any], details: dict[str, int], key: str = "completion_tokens_details") -> dict[str, Any]:
+    """Usage with OpenAI's prediction counts filled in (others kept): in ``completion_tokens_details``, or in a
+    Responses API usage's ``output_tokens_details``."""
     out = dict(usage)
-    ctd = dict(out.get("completion_tokens_details") or {})
+    ctd = dict(out.get(key) or {})
     ctd.setdefault("reasoning_tokens", 0)
     ctd.update(details)
-    out["completion_tokens_details"] = ctd
+    out[key] = ctd
     return out
 
 
