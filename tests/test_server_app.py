@@ -445,3 +445,35 @@ def test_echo_of_token_ids_decodes_them(client, engine):
     ids = engine.tokenizer.encode("def add(a, b):", add_special_tokens=False)
     r = client.post("/v1/completions", json={"model": "default", "prompt": ids, "max_tokens": 3, "echo": True})
     assert r.json()["choices"][0]["text"].startswith("def add(a, b):")
+
+
+# -- /tokenize and /detokenize (vLLM's) ----------------------------------------------------------------
+def test_tokenize_gives_the_ids_the_generation_endpoints_feed(client, engine):
+    r = client.post("/tokenize", json={"model": "tiny-fake", "prompt": "def add(a, b):", "return_token_strs": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    completion = client.post("/v1/completions", json={"model": "tiny-fake", "prompt": "def add(a, b):", "max_tokens": 2})
+    assert body["tokens"] == list(engine.seen[-1].prompt_ids) and body["count"] == len(body["tokens"])
+    assert completion.json()["usage"]["prompt_tokens"] == body["count"]
+    assert body["max_model_len"] == engine.max_model_len and len(body["token_strs"]) == body["count"]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    chat_ids = client.post("/tokenize", json={"messages": messages}).json()["tokens"]
+    chat(client, messages=messages, max_tokens=2)
+    assert chat_ids == list(engine.seen[-1].prompt_ids)
+    without = client.post("/tokenize", json={"messages": messages, "add_generation_prompt": False}).json()["tokens"]
+    assert chat_ids[: len(without)] == without and len(without) < len(chat_ids)
+    text = client.post("/detokenize", json={"tokens": body["tokens"]}).json()["prompt"]
+    assert text == "def add(a, b):"
+
+
+@pytest.mark.parametrize("path,body,param", [
+    ("/tokenize", {"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, "messages"),
+    ("/tokenize", {}, "prompt"),
+    ("/tokenize", {"prompt": 3}, "prompt"),
+    ("/tokenize", {"prompt": "x", "model": "gpt-9"}, "model"),
+    ("/detokenize", {"tokens": [1, 10**9]}, "tokens[1]"),
+    ("/detokenize", {"tokens": "abc"}, "tokens"),
+])
+def test_tokenize_and_detokenize_refuse_bad_input_naming_the_field(client, path, body, param):
+    r = client.post(path, json=body)
+    assert 400 <= r.status_code < 500 and r.json()["error"]["param"] == param, r.text

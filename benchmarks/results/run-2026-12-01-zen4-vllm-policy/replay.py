@@ -48,7 +48,7 @@ def run(book, clock, rng, task, output, mode, rid, verbose=False):
         while n < len(draft) and len(done) + n < len(output) and draft[n] == output[len(done) + n]:
             n += 1
         step = t(1 + len(draft)) * math.exp(rng.normal(0, NOISE))
-        if verbose and len(draft) - n >= 3 and mode == "foretell":
+        if verbose and len(draft) - n >= int(os.environ.get("MINWASTE", 3)) and mode == "foretell":
             d = book.requests[rid].decision
             print(f"  pos {len(done):4d} k {len(draft):3d} acc {n:3d} {d.chosen.context} a={d.chosen.alpha:.2f} "
                   f"curve17={book.cost.ratio(17):.2f} | {tok.decode(output[len(done)+n:len(done)+n+5])!r} vs {tok.decode(draft[n:n+5])!r}")

@@ -49,7 +49,8 @@ DISCONNECT_POLL_S = 0.5
 MAX_CHOICES = 128
 PARSE_INLINE_BYTES = 256 * 1024  # larger bodies are parsed off the event loop
 STATIC_DIR = Path(__file__).parent / "static"  # the playground: plain HTML/CSS/JS, no build step
-_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health", "/metrics")
+_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/tokenize", "/detokenize",
+              "/health", "/metrics")
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -881,6 +882,43 @@ async def get_model(request: Request, model_id: str) -> JSONResponse:
 
 
 other = APIRouter()
+
+
+@other.post("/tokenize", dependencies=[Depends(require_api_key)])
+async def tokenize(request: Request) -> JSONResponse:
+    """vLLM's /tokenize: the token ids the generation endpoints would feed the model (a prompt, or messages through
+    the chat template)."""
+    engine = request.app.state.engine
+    req = await parse_body(request, P.TokenizeRequest)
+    if req.model is not None:
+        check_model(engine, req.model)
+    tok = engine.tokenizer
+    if (req.prompt is None) == (req.messages is None):
+        raise APIError(400, "give either prompt or messages", param="prompt" if req.messages is None else "messages")
+    if req.prompt is not None:
+        ids = list(tok.encode(req.prompt, add_special_tokens=req.add_special_tokens is not False))
+    else:
+        tools = ToolChoice(tuple(t.model_dump(exclude_none=True) for t in req.tools), "auto") if req.tools else None
+        ids = P.chat_prompt_ids(tok, req.messages, tools, req.add_generation_prompt)
+        if req.add_special_tokens:
+            ids = tok.build_inputs_with_special_tokens(ids)
+    body = {"count": len(ids), "max_model_len": engine.max_model_len, "tokens": ids}
+    if req.return_token_strs:
+        body["token_strs"] = tok.convert_ids_to_tokens(ids)
+    return JSONResponse(body)
+
+
+@other.post("/detokenize", dependencies=[Depends(require_api_key)])
+async def detokenize(request: Request) -> JSONResponse:
+    engine = request.app.state.engine
+    req = await parse_body(request, P.DetokenizeRequest)
+    if req.model is not None:
+        check_model(engine, req.model)
+    size = len(engine.tokenizer)
+    bad = next((i for i, t in enumerate(req.tokens) if not 0 <= t < size), None)
+    if bad is not None:
+        raise APIError(400, f"token id {req.tokens[bad]} is not in the vocabulary (0..{size - 1})", param=f"tokens[{bad}]")
+    return JSONResponse({"prompt": engine.tokenizer.decode(req.tokens)})
 
 
 @other.get("/", include_in_schema=False)

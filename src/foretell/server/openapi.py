@@ -30,6 +30,7 @@ _GENERATION = {
     "/v1/completions": (P.CompletionRequest, P.Completion),
     "/v1/responses": (R.ResponsesRequest, R.ResponseObject),
 }
+_POSTS = {"/tokenize": (P.TokenizeRequest, P.TokenizeResponse), "/detokenize": (P.DetokenizeRequest, P.DetokenizeResponse)}
 _READS = {"/v1/models": P.ModelList, "/v1/models/{model_id}": P.ModelCard, "/v1/responses/{response_id}": R.ResponseObject}
 
 
@@ -65,6 +66,12 @@ def openapi_document(app: FastAPI) -> dict:
                 op["responses"]["200"] = {"description": "The completion, or an SSE stream when stream is true",
                                           "content": {"application/json": {"schema": _schema_ref(response_model, schemas)},
                                                       "text/event-stream": {"schema": {"type": "string"}}}}
+            if method == "post" and path in _POSTS:
+                request_model, response_model = _POSTS[path]
+                op["requestBody"] = {"required": True, "content": {
+                    "application/json": {"schema": _schema_ref(request_model, schemas)}}}
+                op["responses"]["200"] = {"description": "OK", "content": {
+                    "application/json": {"schema": _schema_ref(response_model, schemas)}}}
             if method == "get" and path in _READS:
                 op["responses"]["200"] = {"description": "OK", "content": {
                     "application/json": {"schema": _schema_ref(_READS[path], schemas)}}}

@@ -166,6 +166,24 @@ class CompletionRequest(_Common):
     best_of: int | None = Field(None, ge=1)
 
 
+class TokenizeRequest(Strict):
+    """vLLM's ``/tokenize``: a ``prompt`` as /v1/completions tokenises it, or chat ``messages`` (and ``tools``) as
+    /v1/chat/completions renders them."""
+
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[Message] | None = None
+    tools: list[Tool] | None = None
+    add_special_tokens: bool | None = None  # default: True for a prompt, False for messages (vLLM's)
+    add_generation_prompt: bool = True
+    return_token_strs: bool = False
+
+
+class DetokenizeRequest(Strict):
+    model: str | None = None
+    tokens: list[int]
+
+
 def field_names(*models: type[BaseModel]) -> frozenset[str]:
     names: set[str] = set()
     for m in models:
@@ -175,7 +193,7 @@ def field_names(*models: type[BaseModel]) -> frozenset[str]:
 
 FIELD_NAMES = field_names(
     ChatCompletionRequest, CompletionRequest, Message, ContentPart, Prediction, StreamOptions, Speculation,
-    ToolCallIn, FunctionCallIn, Tool, FunctionDef, NamedToolChoice,
+    ToolCallIn, FunctionCallIn, Tool, FunctionDef, NamedToolChoice, TokenizeRequest, DetokenizeRequest,
 )
 
 
@@ -270,7 +288,8 @@ def tool_choice(req: ChatCompletionRequest) -> ToolChoice:
     return ToolChoice(tools, choice, parallel=req.parallel_tool_calls is not False)
 
 
-def chat_prompt_ids(tokenizer, messages: list[Message], tools: ToolChoice | None = None) -> list[int]:
+def chat_prompt_ids(tokenizer, messages: list[Message], tools: ToolChoice | None = None,
+                    add_generation_prompt: bool = True) -> list[int]:
     """Render the model's chat template (with the generation prompt) and tokenise it as is; with active
     ``tools``, the template gets them and the assistant turn starts with the forced call's opening, if any."""
     template = getattr(tokenizer, "chat_template", None)
@@ -283,7 +302,8 @@ def chat_prompt_ids(tokenizer, messages: list[Message], tools: ToolChoice | None
             raise bad_request("tools", "this model's chat template does not render tools")
         extra["tools"] = list(tools.tools)
     try:
-        text = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False, **extra)
+        text = tokenizer.apply_chat_template(conversation, add_generation_prompt=add_generation_prompt, tokenize=False,
+                                             **extra)
     except Exception as exc:  # the template rejected the conversation (e.g. role order)
         raise bad_request("messages", f"the chat template rejected the messages: {exc}") from exc
     if tools is not None and tools.active:
@@ -580,6 +600,17 @@ class ModelCard(BaseModel):
     owned_by: str = "foretell"
     max_model_len: int
     speculation_methods: list[str]  # extension: the values of the request field speculation.method served
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
 
 
 class ModelList(BaseModel):
