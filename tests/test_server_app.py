@@ -10,6 +10,7 @@ test_security (auth on every endpoint), test_server_limits / test_server_inputs 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 
 import pytest
@@ -477,3 +478,43 @@ def test_tokenize_gives_the_ids_the_generation_endpoints_feed(client, engine):
 def test_tokenize_and_detokenize_refuse_bad_input_naming_the_field(client, path, body, param):
     r = client.post(path, json=body)
     assert 400 <= r.status_code < 500 and r.json()["error"]["param"] == param, r.text
+
+
+# -- how the chat template renders (vLLM's extensions) ----------------------------------------------------
+def test_continue_final_message_prefills_the_reply(client, engine):
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "```python\n"}]
+    r = chat(client, messages=messages, continue_final_message=True, max_tokens=5)
+    assert r.status_code == 200, r.text
+    prompt = engine.tokenizer.decode(engine.seen[-1].prompt_ids)
+    assert prompt.endswith("<|im_start|>assistant\n```python\n"), prompt  # the turn left open, no new one
+    chat(client, messages=messages, max_tokens=5)
+    assert engine.tokenizer.decode(engine.seen[-1].prompt_ids).endswith("```python\n<|im_end|>\n<|im_start|>assistant\n")
+    chat(client, messages=messages[:1], add_generation_prompt=False, max_tokens=5)
+    assert engine.tokenizer.decode(engine.seen[-1].prompt_ids).endswith("hi<|im_end|>\n")
+
+
+def test_chat_template_kwargs_reach_the_template(engine):
+    engine.tokenizer = copy.deepcopy(engine.tokenizer)
+    engine.tokenizer.chat_template = "{% if terse %}TERSE {% endif %}" + engine.tokenizer.chat_template
+    with TestClient(build_app(engine)) as client:
+        chat(client, chat_template_kwargs={"terse": True}, max_tokens=2)
+        assert engine.tokenizer.decode(engine.seen[-1].prompt_ids).startswith("TERSE ")
+        chat(client, max_tokens=2)
+        assert not engine.tokenizer.decode(engine.seen[-1].prompt_ids).startswith("TERSE ")
+        tokens = client.post("/tokenize", json={"messages": [{"role": "user", "content": "hi"}],
+                                                "chat_template_kwargs": {"terse": True}}).json()["tokens"]
+        assert engine.tokenizer.decode(tokens).startswith("TERSE ")
+
+
+@pytest.mark.parametrize("body", [
+    {"continue_final_message": True},  # the last message is the user's
+    {"continue_final_message": True, "add_generation_prompt": True,
+     "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]},
+    {"chat_template_kwargs": {"add_generation_prompt": False}},
+    {"chat_template_kwargs": {"tools": []}},
+    {"add_generation_prompt": "yes"},
+])
+def test_bad_template_options_get_a_400(client, body):
+    r = chat(client, **body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] in ("continue_final_message", "chat_template_kwargs", "add_generation_prompt")

@@ -640,7 +640,10 @@ def translate_chat(engine, req: P.ChatCompletionRequest, header: str | None) -> 
     if tools.opening() and P.json_schema_of(req.response_format) is not None:
         raise APIError(400, "response_format cannot be combined with a forced tool_choice (the call is not the schema's JSON)",
                        param="response_format")
-    prompt = P.chat_prompt_ids(tok, req.messages, tools)
+    how = P.rendering(req)
+    if how.continue_final_message and tools.opening():
+        raise APIError(400, "continue_final_message cannot be combined with a forced tool_choice", param="continue_final_message")
+    prompt = P.chat_prompt_ids(tok, req.messages, tools, how)
     max_field = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
@@ -899,7 +902,7 @@ async def tokenize(request: Request) -> JSONResponse:
         ids = list(tok.encode(req.prompt, add_special_tokens=req.add_special_tokens is not False))
     else:
         tools = ToolChoice(tuple(t.model_dump(exclude_none=True) for t in req.tools), "auto") if req.tools else None
-        ids = P.chat_prompt_ids(tok, req.messages, tools, req.add_generation_prompt)
+        ids = P.chat_prompt_ids(tok, req.messages, tools, P.rendering(req))
         if req.add_special_tokens:
             ids = tok.build_inputs_with_special_tokens(ids)
     body = {"count": len(ids), "max_model_len": engine.max_model_len, "tokens": ids}

@@ -156,6 +156,10 @@ class ChatCompletionRequest(_Common):
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
     modalities: list[str] | None = None
+    # vLLM's extensions: how the chat template renders the messages
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class CompletionRequest(_Common):
@@ -175,7 +179,9 @@ class TokenizeRequest(Strict):
     messages: list[Message] | None = None
     tools: list[Tool] | None = None
     add_special_tokens: bool | None = None  # default: True for a prompt, False for messages (vLLM's)
-    add_generation_prompt: bool = True
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
     return_token_strs: bool = False
 
 
@@ -288,21 +294,54 @@ def tool_choice(req: ChatCompletionRequest) -> ToolChoice:
     return ToolChoice(tools, choice, parallel=req.parallel_tool_calls is not False)
 
 
+@dataclass(frozen=True)
+class Rendering:
+    """How the chat template renders a conversation (vLLM's extensions): with the generation prompt (the default),
+    or continuing the last (assistant) message, as a prefill the reply goes on from; ``kwargs`` reach the template."""
+
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+_RESERVED_TEMPLATE_KWARGS = {"conversation", "messages", "tools", "documents", "add_generation_prompt",
+                             "continue_final_message", "tokenize", "return_dict", "chat_template", "tokenizer"}
+
+
+def rendering(req) -> Rendering:
+    """A chat (or /tokenize) request's ``add_generation_prompt``, ``continue_final_message`` and
+    ``chat_template_kwargs``, checked (400s naming the field)."""
+    cont = bool(req.continue_final_message)
+    if cont and req.add_generation_prompt:
+        raise bad_request("continue_final_message", "continue_final_message cannot be combined with add_generation_prompt")
+    if cont and (not req.messages or req.messages[-1].role != "assistant"):
+        raise bad_request("continue_final_message", "continue_final_message needs an assistant message last")
+    kwargs = req.chat_template_kwargs or {}
+    reserved = sorted(set(kwargs) & _RESERVED_TEMPLATE_KWARGS)
+    if reserved:
+        raise bad_request("chat_template_kwargs", f"chat_template_kwargs cannot set {', '.join(reserved)}")
+    add = (not cont) if req.add_generation_prompt is None else req.add_generation_prompt
+    return Rendering(add, cont, tuple(sorted(kwargs.items())))
+
+
 def chat_prompt_ids(tokenizer, messages: list[Message], tools: ToolChoice | None = None,
-                    add_generation_prompt: bool = True) -> list[int]:
-    """Render the model's chat template (with the generation prompt) and tokenise it as is; with active
-    ``tools``, the template gets them and the assistant turn starts with the forced call's opening, if any."""
+                    how: Rendering = Rendering()) -> list[int]:
+    """Render the model's chat template (with the generation prompt, unless ``how`` says otherwise) and tokenise it
+    as is; with active ``tools``, the template gets them and the assistant turn starts with the forced call's
+    opening, if any."""
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise bad_request("messages", "this model has no chat template; use /v1/completions")
     conversation = chat_messages(messages)
-    extra = {}
+    extra = dict(how.kwargs)
+    if how.continue_final_message:
+        extra["continue_final_message"] = True
     if tools is not None and tools.active:
         if "tools" not in str(template):
             raise bad_request("tools", "this model's chat template does not render tools")
         extra["tools"] = list(tools.tools)
     try:
-        text = tokenizer.apply_chat_template(conversation, add_generation_prompt=add_generation_prompt, tokenize=False,
+        text = tokenizer.apply_chat_template(conversation, add_generation_prompt=how.add_generation_prompt, tokenize=False,
                                              **extra)
     except Exception as exc:  # the template rejected the conversation (e.g. role order)
         raise bad_request("messages", f"the chat template rejected the messages: {exc}") from exc
