@@ -113,8 +113,8 @@ class ResponsesRequest(P.Strict):
         return LOGPROBS_INCLUDE in (self.include or ()) or bool(self.top_logprobs)
 
 
-FIELD_NAMES = P.FIELD_NAMES | P.field_names(ResponsesRequest, InputItem, FunctionTool, NamedTool,
-                                               TextFormat, TextConfig) | {"schema"}
+FIELD_NAMES = P.FIELD_NAMES | P.field_names(ResponsesRequest, InputItem, FunctionTool, NamedTool, TextFormat,
+                                            TextConfig) | {"schema"}
 
 
 # -- the conversation ------------------------------------------------------------------------------
