@@ -164,14 +164,35 @@ def test_retrieve_delete_and_store_false(client):
 
 
 def test_the_store_drops_the_oldest_beyond_its_capacity():
-    from foretell.server.responses import ResponseStore
+    from foretell.server.responses import ResponseStore, Stored
 
     store = ResponseStore(capacity=2)
     for i in range(3):
-        store.put({"id": f"r{i}"}, [])
+        store.put(Stored({"id": f"r{i}"}, [], []))
     with pytest.raises(Exception):
         store.get("r0")
-    assert store.get("r2")[0] == {"id": "r2"}
+    assert store.get("r2").response == {"id": "r2"}
+
+
+def test_input_items_list_back_what_was_sent(client):
+    sent = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": [{"type": "input_text", "text": "a"}]},
+            {"role": "assistant", "content": "b"}, {"role": "user", "content": PROMPT}]
+    r = respond(client, input=sent)
+    page = client.responses.input_items.list(r.id, order="asc")
+    items = page.data
+    assert [i.role for i in items] == ["developer", "user", "assistant", "user"]
+    assert [i.content[0].text for i in items] == ["Be brief.", "a", "b", PROMPT]
+    assert items[2].content[0].type == "output_text" and items[1].content[0].type == "input_text"
+    assert len({i.id for i in items}) == 4 and all(i.id.startswith("msg_") for i in items)
+    newest = client.responses.input_items.list(r.id, limit=2)  # desc by default
+    assert [i.id for i in newest.data] == [items[3].id, items[2].id] and newest.has_more
+    rest = client.responses.input_items.list(r.id, limit=2, after=items[2].id)
+    assert [i.id for i in rest.data] == [items[1].id, items[0].id] and not rest.has_more
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.cancel(r.id)
+    assert err.value.body["param"] == "response_id"
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_items.list("resp_nope")
 
 
 # -- input items ------------------------------------------------------------------------------------

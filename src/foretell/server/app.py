@@ -19,9 +19,9 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Annotated, Callable, Literal, Sequence
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -577,7 +577,8 @@ class ResponsesFormat(ChatFormat):
         usage = R.usage_object(run.usage())
         final = self._object(run, self._status(run), items, usage, run.foretell_stats().model_dump())
         if self.req.store is not False:
-            self.store.put(final, [*self.conversation, R.assistant_message(text, calls)])
+            self.store.put(R.Stored(final, [*self.conversation, R.assistant_message(text, calls)],
+                                    R.input_items(self.req.input)))
         return final
 
     def response(self, run: Run, with_logprobs: bool) -> dict:
@@ -839,7 +840,8 @@ async def responses(request: Request) -> Response:
     req = await parse_body(request, R.ResponsesRequest, R.FIELD_NAMES)
     check_model(state.engine, req.model)
     R.check_supported(req)
-    history = state.responses.get(req.previous_response_id, "previous_response_id")[1] if req.previous_response_id else []
+    history = state.responses.get(req.previous_response_id, "previous_response_id").conversation \
+        if req.previous_response_id else []
     try:
         try:
             chat, conversation = R.to_chat(req, history)
@@ -854,7 +856,21 @@ async def responses(request: Request) -> Response:
 
 @v1.get("/responses/{response_id}")
 async def get_response(request: Request, response_id: str) -> JSONResponse:
-    return JSONResponse(request.app.state.responses.get(response_id)[0])
+    return JSONResponse(request.app.state.responses.get(response_id).response)
+
+
+@v1.get("/responses/{response_id}/input_items")
+async def list_input_items(request: Request, response_id: str, after: str | None = None,
+                           limit: Annotated[int, Query(ge=1, le=100)] = 20,
+                           order: Literal["asc", "desc"] = "desc") -> JSONResponse:
+    items = request.app.state.responses.get(response_id).input_items
+    return JSONResponse(R.item_page(items, after, limit, order))
+
+
+@v1.post("/responses/{response_id}/cancel")
+async def cancel_response(request: Request, response_id: str) -> JSONResponse:
+    request.app.state.responses.get(response_id)
+    raise APIError(400, "only background responses can be cancelled, and this server runs none", param="response_id")
 
 
 @v1.delete("/responses/{response_id}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from typing import Any, Literal, Union
+from typing import Any, Literal, NamedTuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -239,20 +239,27 @@ def renamed(err: APIError) -> APIError:
 
 
 # -- the store --------------------------------------------------------------------------------------
+class Stored(NamedTuple):
+    response: dict  # the Response object
+    conversation: list[P.Message]  # the messages it ends (its input after the history, and its reply)
+    input_items: list[dict]  # its own input, as items with ids (``GET .../input_items``)
+
+
 class ResponseStore:
-    """The last ``capacity`` stored responses: id → (the Response object, the conversation it ends)."""
+    """The last ``capacity`` stored responses by id."""
 
     def __init__(self, capacity: int = 1024):
         self.capacity = capacity
-        self._items: OrderedDict[str, tuple[dict, list[P.Message]]] = OrderedDict()
+        self._items: OrderedDict[str, Stored] = OrderedDict()
 
-    def put(self, obj: dict, conversation: list[P.Message]) -> None:
-        self._items[obj["id"]] = (obj, conversation)
-        self._items.move_to_end(obj["id"])
+    def put(self, stored: Stored) -> None:
+        key = stored.response["id"]
+        self._items[key] = stored
+        self._items.move_to_end(key)
         while len(self._items) > self.capacity:
             self._items.popitem(last=False)
 
-    def get(self, response_id: str, param: str = "response_id") -> tuple[dict, list[P.Message]]:
+    def get(self, response_id: str, param: str = "response_id") -> Stored:
         try:
             return self._items[response_id]
         except KeyError:
@@ -334,6 +341,42 @@ def response_object(req: ResponsesRequest, response_id: str, created: int, model
     if foretell is not None:
         obj["foretell"] = foretell
     return obj
+
+
+_ITEM_PREFIX = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_", "reasoning": "rs_"}
+
+
+def input_items(items: str | list[InputItem] | None) -> list[dict]:
+    """A request's ``input`` as OpenAI lists it back: items with ids, message text as parts."""
+    if items is None:
+        return []
+    if isinstance(items, str):
+        items = [InputItem(role="user", content=items)]
+    out = []
+    for item in items:
+        kind = item.type or "message"
+        d = {"id": new_id(_ITEM_PREFIX.get(kind, "item_")), **item.model_dump(exclude_none=True), "type": kind}
+        if kind == "message":
+            part = "output_text" if item.role == "assistant" else "input_text"
+            content = item.content if isinstance(item.content, list) else [P.ContentPart(type=part, text=item.content or "")]
+            d["content"] = [c.model_dump(exclude_none=True) for c in content]
+            d["status"] = "completed"
+        out.append(d)
+    return out
+
+
+def item_page(items: list[dict], after: str | None, limit: int, order: str) -> dict:
+    """OpenAI's list of input items: ``limit`` of them after the item ``after``, in ``order``."""
+    ordered = items if order == "asc" else items[::-1]
+    start = 0
+    if after is not None:
+        ids = [it["id"] for it in ordered]
+        if after not in ids:
+            raise bad_request("after", f"no input item with id {after!r} in this response")
+        start = ids.index(after) + 1
+    page = ordered[start:start + limit]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": start + limit < len(ordered)}
 
 
 def assistant_message(text: str | None, calls: list[dict]) -> P.Message:
