@@ -518,3 +518,11 @@ def test_bad_template_options_get_a_400(client, body):
     r = chat(client, **body)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] in ("continue_final_message", "chat_template_kwargs", "add_generation_prompt")
+
+
+def test_every_answer_carries_a_request_id(client):
+    ok, bad = chat(client, max_tokens=2), chat(client, temperature=9)
+    ids = {ok.headers["x-request-id"], bad.headers["x-request-id"]}
+    assert len(ids) == 2 and all(i.startswith("req_") for i in ids)
+    assert chat(client, headers={"x-request-id": "trace-42"}, max_tokens=2).headers["x-request-id"] == "trace-42"
+    assert client.get("/health", headers={"x-request-id": "x" * 500}).headers["x-request-id"].startswith("req_")

@@ -126,7 +126,9 @@ class ServerMetrics:
 
 
 class _CountRequests:
-    """Pure ASGI middleware counting responses by endpoint and status (streams untouched)."""
+    """Pure ASGI middleware counting responses by endpoint and status (streams untouched), and answering every
+    request with an ``x-request-id`` header: the client's own (printable, up to 128 characters), else a new one (the
+    official client keeps it as ``_request_id``)."""
 
     def __init__(self, app, metrics: ServerMetrics):
         self.app = app
@@ -136,10 +138,15 @@ class _CountRequests:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         status = [500]
+        given = dict(scope.get("headers") or ()).get(b"x-request-id", b"")
+        request_id = given if 0 < len(given) <= 128 and given.isascii() and given.decode().isprintable() \
+            else ("req_" + uuid.uuid4().hex).encode()
 
         async def send_status(message):
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"x-request-id"]
+                message = {**message, "headers": [*headers, (b"x-request-id", request_id)]}
             await send(message)
 
         try:
