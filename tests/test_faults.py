@@ -122,10 +122,10 @@ def test_an_allocation_failure_fails_that_request_and_does_not_hang(model, tok, 
     e = AsyncEngine(engine(model, tok), "tiny")
     real = e.engine.pool.allocate
 
-    def allocate(seq_id, reserve, prompt):
+    def allocate(seq_id, reserve, prompt, **kw):
         if seq_id.startswith(f"r{BAD_SEED}"):
             raise torch.OutOfMemoryError("injected: no memory for the KV buffers")
-        return real(seq_id, reserve, prompt)
+        return real(seq_id, reserve, prompt, **kw)
 
     monkeypatch.setattr(e.engine.pool, "allocate", allocate)
 

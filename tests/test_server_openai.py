@@ -192,6 +192,42 @@ def test_completions_with_prediction(client):
     check_usage(chunks[-1].usage, plain.usage.completion_tokens)
 
 
+def test_echo_with_logprobs_scores_the_prompt_as_the_model_does(client):
+    """``echo`` + ``logprobs`` (what evaluation harnesses send, with ``max_tokens: 0``): each prompt token's logprob
+    after the tokens before it, against the tiny model's own forward pass (transformers, fp32)."""
+    import torch
+
+    prompt = "def add(a, b):\n    return a + b\n"
+    scored = client.completions.create(model="tiny", prompt=prompt, max_tokens=0, echo=True, logprobs=2)
+    (choice,) = scored.choices
+    lp = choice.logprobs
+    assert choice.text == prompt and choice.finish_reason == "length" and scored.usage.completion_tokens == 0
+    ids = make_tiny_tokenizer().encode(prompt)
+    with torch.no_grad():
+        rows = make_tiny_model()(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None and len(lp.tokens) == len(ids)
+    want = [rows[i, ids[i + 1]].item() for i in range(len(ids) - 1)]
+    assert lp.token_logprobs[1:] == pytest.approx(want, abs=1e-4)
+    assert all(len(top) == 2 for top in lp.top_logprobs[1:])
+    assert "".join(lp.tokens) == prompt and lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+    # with a completion: the prompt's items, then the completion's, which are those without echo
+    kw = dict(model="tiny", prompt=prompt, max_tokens=6, temperature=0, logprobs=2)
+    both, alone = client.completions.create(**kw, echo=True), client.completions.create(**kw)
+    assert both.choices[0].text == prompt + alone.choices[0].text
+    blp, alp = both.choices[0].logprobs, alone.choices[0].logprobs
+    assert blp.token_logprobs[: len(ids)] == lp.token_logprobs
+    assert blp.token_logprobs[len(ids):] == pytest.approx(alp.token_logprobs, abs=1e-4)  # the prefix cache's rounding
+    assert blp.text_offset[len(ids)] == len(prompt)
+    # streamed: the first chunk carries the prompt and its logprobs
+    chunks = list(client.completions.create(**kw, echo=True, stream=True))
+    assert chunks[0].choices[0].text == prompt and chunks[0].choices[0].logprobs.token_logprobs == lp.token_logprobs
+    assert "".join(c.choices[0].text for c in chunks) == both.choices[0].text
+    streamed_only = list(client.completions.create(model="tiny", prompt=prompt, max_tokens=0, echo=True, logprobs=2,
+                                                   stream=True, stream_options={"include_usage": True}))
+    assert streamed_only[0].choices[0].text == prompt and streamed_only[0].choices[0].finish_reason == "length"
+    assert streamed_only[-1].usage.completion_tokens == 0
+
+
 def test_models(client):
     assert [m.id for m in client.models.list().data] == ["tiny"]
 

@@ -154,3 +154,23 @@ def test_the_responses_api_on_the_default_model(client):
                                      tool_choice="required", temperature=0, max_output_tokens=40)
     calls = [o for o in called.output if o.type == "function_call"]
     assert calls and calls[0].name == "get_weather" and "city" in json.loads(calls[0].arguments)
+
+
+def test_echo_with_logprobs_scores_a_prompt_on_the_default_model(client):
+    """``echo`` + ``logprobs`` + ``max_tokens: 0`` (a harness's loglikelihood request): the prompt back with each
+    token's logprob, close to transformers' fp32 forward pass (the server runs its own route: int8 inputs on this
+    kind of CPU, as llama.cpp)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from foretell.models.loader import resolve_model
+
+    r = client.completions.create(model="default", prompt=CODE, max_tokens=0, echo=True, logprobs=1)
+    lp = r.choices[0].logprobs
+    path = resolve_model("default", progress=False).path
+    ids = AutoTokenizer.from_pretrained(path).encode(CODE)
+    with torch.no_grad():
+        rows = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)(torch.tensor([ids])).logits[0].log_softmax(-1)
+    want = [rows[i, ids[i + 1]].item() for i in range(len(ids) - 1)]
+    assert r.choices[0].text == CODE and lp.token_logprobs[0] is None and len(lp.tokens) == len(ids)
+    assert lp.token_logprobs[1:] == pytest.approx(want, abs=0.35)

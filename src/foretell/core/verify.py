@@ -67,7 +67,7 @@ def verify(logits: torch.Tensor, draft: Draft, state: SamplerState) -> VerifyRes
     else:
         p = target_probs(logits, state, draft.tokens)
         tokens = rejection_sample(p, draft.tokens, draft.probs, state)
-    return VerifyResult(tokens, len(tokens) - 1, _logprobs(logits, tokens, state.params.logprobs))
+    return VerifyResult(tokens, len(tokens) - 1, token_logprobs(logits, tokens, state.params.logprobs))
 
 
 def verify_tree(logits: torch.Tensor, branches: Sequence[tuple[Draft, Sequence[int]]],
@@ -313,7 +313,7 @@ def _leading(flags: list[bool]) -> int:
     return next((j for j, flag in enumerate(flags) if not flag), len(flags))
 
 
-def _logprobs(logits: torch.Tensor, tokens: list[int], top_n: int | None) -> list[TokenLogprob] | None:
+def token_logprobs(logits: torch.Tensor, tokens: list[int], top_n: int | None) -> list[TokenLogprob] | None:
     """Raw logprobs (log_softmax of the unprocessed logits) of the emitted tokens and the ``top_n`` best."""
     if top_n is None:
         return None

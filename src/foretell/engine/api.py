@@ -23,6 +23,9 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()  # in addition to the model's EOS ids
     ignore_eos: bool = False
+    # the prompt's own logprobs (each prompt token's, after the tokens before it) with this many top
+    # alternatives; computed on the request's own KV (no prefix-cache reuse, nothing cached after it)
+    prompt_logprobs: int | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self) -> None:
@@ -32,6 +35,8 @@ class GenerationRequest:
             raise ConfigError("max_tokens", "must be >= 1")
         if any(not s for s in self.stop):
             raise ConfigError("stop", "stop strings must be non-empty")
+        if self.prompt_logprobs is not None and not 0 <= self.prompt_logprobs <= 20:
+            raise ConfigError("prompt_logprobs", "must be between 0 and 20")
 
 
 @dataclass
@@ -89,6 +94,7 @@ class RequestOutput:
     stats: RequestStats
     token_texts: list[str] | None = None  # per new token: the text it added (before stop strings are cut)
     error: "RequestFailedError | None" = None  # set with finish_reason "error": this request alone failed
+    prompt_logprobs: "list[TokenLogprob] | None" = None  # first output only: prompt tokens 1.. (see the request)
 
 
 class EngineError(Exception):

@@ -30,7 +30,7 @@ import torch
 from foretell.config import ConfigError, SpeculationParams
 from foretell.core.draft import Draft, Proposer
 from foretell.core.sampling import Purpose, SamplerState, penalize, process_logits, sample_inverse_cdf
-from foretell.core.verify import VerifyResult, _logprobs, cascade_distributions, rejection_sample, verify
+from foretell.core.verify import VerifyResult, token_logprobs, cascade_distributions, rejection_sample, verify
 from foretell.engine.kv_cache import SeqKV
 from foretell.engine.runner import ModelRunner, Segment
 from foretell.models.default_model import ModelError
@@ -276,7 +276,7 @@ def verify_step(logits: torch.Tensor, draft: Draft, state: SamplerState) -> tupl
     pi, q_t, kept = cascade_distributions(logits, draft, state, rule, alpha, draft.raw_probs, draft.bonus_probs)
     tokens = rejection_sample(pi, draft.tokens, q_t, state)
     flags = [bool(kept[j, t]) for j, t in enumerate(tokens)]
-    return VerifyResult(tokens, len(tokens) - 1, _logprobs(logits, tokens, state.params.logprobs)), flags
+    return VerifyResult(tokens, len(tokens) - 1, token_logprobs(logits, tokens, state.params.logprobs)), flags
 
 
 def check_vocabularies(draft_vocab: int, target_vocab: int, draft_tokenizer=None, target_tokenizer=None) -> None:

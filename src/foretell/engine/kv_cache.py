@@ -163,14 +163,15 @@ class KVPool:
         tile = self.shape.key_tile
         return -(-reserve // tile) * tile if tile else reserve
 
-    def allocate(self, seq_id: str, reserve: int, prompt: list[int]) -> tuple[SeqKV, int]:
+    def allocate(self, seq_id: str, reserve: int, prompt: list[int], reuse: bool = True) -> tuple[SeqKV, int]:
         """Reserve KV for a sequence; returns its buffers and how many prompt positions are already filled
-        from the prefix cache (at most ``len(prompt) - 1``: the last prompt token is always recomputed)."""
+        from the prefix cache (at most ``len(prompt) - 1``: the last prompt token is always recomputed; none
+        without ``reuse``)."""
         reserve = self._whole_tiles(reserve)
         self._evict_until_fits(reserve)
         self.reserved[seq_id] = reserve
         kv = SeqKV(self.shape, capacity=min(len(prompt) + 64, reserve), max_capacity=reserve)
-        entry = self._longest_prefix(prompt)
+        entry = self._longest_prefix(prompt) if reuse else None
         reused = 0
         if entry is not None:
             reused = min(_common_prefix(entry.tokens, prompt), len(prompt) - 1)

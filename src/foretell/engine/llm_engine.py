@@ -22,7 +22,7 @@ from foretell.core.grammar import GrammarCompiler, GrammarError
 from foretell.core.policy import Decision, DraftPolicy, common_prefix
 from foretell.core.prediction import make_proposer
 from foretell.core.tokens import TokenClasses
-from foretell.core.verify import VerifyResult, verify_tree
+from foretell.core.verify import VerifyResult, token_logprobs, verify_tree
 from foretell.engine.api import (
     GenerationRequest,
     QueueFullError,
@@ -40,6 +40,7 @@ from foretell.engine.sequence import Sequence, Status
 from foretell.engine.trace import Tracer, file_tracer, step_record
 
 log = logging.getLogger("foretell.engine")
+SCORING_CHUNK = 64  # prompt rows a pass computes for a request that wants its prompt's logprobs (logits are fp32 rows)
 
 class LLMEngine:
     """``runner``: the target's :class:`ModelRunner` (a plain transformers model is wrapped in one);
@@ -295,7 +296,8 @@ class LLMEngine:
                 break
             self.waiting.popleft()
             try:
-                seq.kv, seq.stats.cached_tokens = self.pool.allocate(seq.id, seq.limit, seq.tokens)
+                scoring = seq.prompt_logprobs is not None  # needs every prompt position's logits: no reuse
+                seq.kv, seq.stats.cached_tokens = self.pool.allocate(seq.id, seq.limit, seq.tokens, reuse=not scoring)
             except Exception as exc:  # e.g. the memory for its buffers is not there: this request fails alone
                 failed.append(self._fail(seq, exc))
                 continue
@@ -316,15 +318,17 @@ class LLMEngine:
             pending = seq.pending
             decoding_after -= pending == 1
             start = seq.kv.length
+            scoring = seq.prompt_logprobs is not None
             if pending > 1:
-                chunk = self._prompt_chunk(start, pending, prefill_budget)
+                chunk = min(pending, SCORING_CHUNK, prefill_budget) if scoring else \
+                    self._prompt_chunk(start, pending, prefill_budget)
                 prefill_budget -= chunk
                 if chunk == 0:
                     continue
                 if chunk < pending:
                     seqs.append(seq)
-                    segments.append(Segment(seq.kv, seq.tokens[start : start + chunk], num_logits=0,
-                                            prompt_on_kernel=self._prompt_on_kernel(seq, start)))
+                    segments.append(Segment(seq.kv, seq.tokens[start : start + chunk], num_logits=chunk if scoring else 0,
+                                            prompt_on_kernel=not scoring and self._prompt_on_kernel(seq, start)))
                     batch_tokens += chunk
                     continue
             others = batch_tokens + pending - 1 + decoding_after
@@ -332,9 +336,10 @@ class LLMEngine:
             nodes, parents, _ = seq.decision.tree()
             tokens = seq.tokens[start:] + nodes
             seqs.append(seq)
-            segments.append(Segment(seq.kv, tokens, num_logits=len(nodes) + 1, parents=parents,
-                                    prompt_on_kernel=pending > 1 and self._prompt_on_kernel(seq, start),
-                                    argmax_only=seq.argmax_only))
+            rows = len(tokens) if scoring and pending > 1 else len(nodes) + 1  # scoring: the prompt's rows too
+            segments.append(Segment(seq.kv, tokens, num_logits=rows, parents=parents,
+                                    prompt_on_kernel=pending > 1 and not scoring and self._prompt_on_kernel(seq, start),
+                                    argmax_only=seq.argmax_only and not scoring))
             seq.batch_tokens = batch_tokens  # what the pass held before this request (for the trace)
             batch_tokens += len(tokens)
             batch_expected += seq.decision.expected
@@ -365,7 +370,10 @@ class LLMEngine:
 
     def _advance(self, seq: Sequence, seg: Segment, logits) -> RequestOutput | None:
         seq.stats.forward_passes += 1
-        if seg.num_logits == 0:  # a prompt chunk: nothing to sample yet
+        mid_prompt = len(seg.tokens) < seq.pending
+        if seq.prompt_logprobs is not None and seq.kv.length < seq.num_prompt - 1:
+            logits = self._score_prompt(seq, seg, logits)
+        if mid_prompt:  # a prompt chunk: nothing to sample yet
             seq.kv.length += len(seg.tokens)
             seq.stats.prefill_passes += 1
             return None
@@ -400,6 +408,16 @@ class LLMEngine:
             self._release(seq, keep=True)
         return out
 
+    @staticmethod
+    def _score_prompt(seq: Sequence, seg: Segment, logits):
+        """Keep the logprobs of the prompt tokens this segment's rows predict (a row predicts the next position);
+        returns the rows left for sampling (none for a mid-prompt chunk)."""
+        start = seq.kv.length
+        rows = min(len(seg.tokens), seq.num_prompt - 1 - start)
+        targets = seq.tokens[start + 1 : start + 1 + rows]
+        seq.prompt_logprobs += token_logprobs(logits[:rows], targets, seq.req.prompt_logprobs)
+        return logits[rows:]
+
     def _verify(self, seq: Sequence, seg: Segment, logits) -> tuple[Draft, VerifyResult, list[bool]]:
         """Verify this step's draft (a chain, or a token tree of two branches); keep the accepted tokens' KV
         in place and count the draft per source. Returns the branch the target followed, the result, and per
@@ -432,6 +450,7 @@ class LLMEngine:
             self.running.remove(seq)
         if seq.kv is not None:
             seq.kv.length = min(seq.kv.length, len(seq.tokens))
+        keep = keep and seq.prompt_logprobs is None  # a scoring request's prompt ran in other chunks: not cached
         self.pool.release(seq.id, seq.kv, seq.tokens if keep else None, len(seq.req.prompt_ids))
         seq.kv = None
         if self.drafter is not None:

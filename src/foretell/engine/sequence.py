@@ -53,6 +53,9 @@ class Sequence:
         self.arrival = time.perf_counter()
         self.first_token_at: float | None = None
         self.scheduled_at: float | None = None
+        # the prompt's logprobs, gathered chunk by chunk (None: not asked); sent with the first output
+        self.prompt_logprobs: list[TokenLogprob] | None = [] if req.prompt_logprobs is not None else None
+        self._prompt_logprobs_sent = False
 
     @property
     def argmax_only(self) -> bool:
@@ -108,6 +111,9 @@ class Sequence:
             self.stats.rejected_prediction_tokens = max(0, predicted - self.stats.accepted_prediction_tokens)
         self.stats.completion_tokens = self.num_output
         pieces, self.pieces = self.pieces, []
+        prompt_logprobs = None
+        if self.prompt_logprobs is not None and not self._prompt_logprobs_sent:
+            prompt_logprobs, self._prompt_logprobs_sent = self.prompt_logprobs, True
         return RequestOutput(
             request_id=self.id,
             new_token_ids=new_ids,
@@ -118,4 +124,5 @@ class Sequence:
             finish_reason=self.finish_reason,
             stats=self.stats,
             token_texts=pieces,
+            prompt_logprobs=prompt_logprobs,
         )

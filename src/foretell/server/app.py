@@ -31,8 +31,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from pydantic import BaseModel, ValidationError
 
 from foretell import __version__
-from foretell.config import SpeculationParams
-from foretell.engine.api import RequestOutput, RequestStats
+from foretell.config import SamplingParams, SpeculationParams
+from foretell.engine.api import GenerationRequest, RequestOutput, RequestStats
 from foretell.server import protocol as P
 from foretell.server import responses as R
 from foretell.engine.detok import TokenTexts
@@ -429,15 +429,21 @@ class ChatFormat(_Format):
 class CompletionFormat(_Format):
     prefix = "cmpl-"
 
-    def __init__(self, echo: list[str] | None = None):
+    def __init__(self, echo: list[str] | None = None, prompt_logprobs: list[list[tuple]] | None = None):
         self.echo = echo  # per prompt, its text to put before each of its choices' completions (``echo``)
+        self.prompt_logprobs = prompt_logprobs  # per prompt, with echo and logprobs: its tokens' items (see _scored)
 
     def _echoed(self, run: Run, i: int) -> str:
         return self.echo[run.plan.prompt_index[i]] if self.echo is not None else ""
 
+    def _prompt_items(self, run: Run, i: int) -> list[tuple]:
+        return self.prompt_logprobs[run.plan.prompt_index[i]] if self.prompt_logprobs is not None else []
+
     def logprobs(self, run: Run, c: ChoiceState, out: RequestOutput) -> list[tuple]:
         texts = run.token_texts()
         items = []
+        if self.echo is not None and not c.logprobs and not c.text_offset:  # offsets run on from the echoed prompt
+            c.text_offset = len(self._echoed(run, run.choices.index(c)))
         pieces = out.token_texts or [""] * len(out.new_logprobs)
         for lp, piece in zip(out.new_logprobs, pieces):
             top = {texts.text(t): _finite(v) for t, v in lp.top}
@@ -461,8 +467,17 @@ class CompletionFormat(_Format):
         return chunk.model_dump(exclude={"foretell"})
 
     def opening(self, run: Run) -> list[dict]:
-        return [self._chunk(run, [P.CompletionChoice(index=i, text=self._echoed(run, i), logprobs=None, finish_reason=None)])
+        return [self._chunk(run, [P.CompletionChoice(index=i, text=self._echoed(run, i), logprobs=self._prompt_obj(run, i),
+                                                     finish_reason=None)])
                 for i in range(len(run.choices)) if self._echoed(run, i)]
+
+    def _prompt_obj(self, run: Run, i: int) -> P.CompletionLogprobs | None:
+        return self._logprobs_obj(self._prompt_items(run, i)) if self.prompt_logprobs is not None else None
+
+    def echo_only(self, run: Run) -> list[dict]:
+        """``max_tokens: 0`` streamed: each choice's echoed prompt (and its logprobs), finished."""
+        return [self._chunk(run, [P.CompletionChoice(index=i, text=self._echoed(run, i), logprobs=self._prompt_obj(run, i),
+                                                     finish_reason="length")]) for i in range(len(run.choices))]
 
     def delta(self, run: Run, i: int, text: str, lps: list, out: RequestOutput) -> list[dict]:
         if not (text or lps or out.finished):
@@ -476,7 +491,7 @@ class CompletionFormat(_Format):
             P.CompletionChoice(
                 index=i,
                 text=self._echoed(run, i) + "".join(c.text),
-                logprobs=self._logprobs_obj(c.logprobs) if with_logprobs else None,
+                logprobs=self._logprobs_obj(self._prompt_items(run, i) + c.logprobs) if with_logprobs else None,
                 finish_reason=c.finish_reason or "stop",
             )
             for i, c in enumerate(run.choices)
@@ -836,9 +851,64 @@ async def completions(request: Request) -> Response:
     engine = request.app.state.engine
     req = await parse_body(request, P.CompletionRequest)
     check_model(engine, req.model)
-    translated = translate_completion(engine, req, request.headers.get(P.SEARCH_LENGTH_HEADER))
+    P.check_supported_completion(req)
+    echo_only = req.max_tokens == 0  # the prompt alone (with echo: checked)
+    plan_req = req.model_copy(update={"max_tokens": 1}) if echo_only else req
+    translated = translate_completion(engine, plan_req, request.headers.get(P.SEARCH_LENGTH_HEADER))
     echo = P.prompt_texts(engine.tokenizer, req.prompt, translated.prompts) if req.echo else None
-    return await respond(request, CompletionFormat(echo), req, translated)
+    scored = None
+    if req.echo and req.logprobs is not None:
+        scored = await _scored_prompts(request, translated, req.logprobs)
+        if scored is None:
+            return Response(status_code=499)
+    fmt = CompletionFormat(echo, scored)
+    if echo_only:
+        return _echo_only(request, fmt, req, translated)
+    return await respond(request, fmt, req, translated)
+
+
+async def _scored_prompts(request: Request, translated: Translated, top: int) -> list[list[tuple]] | None:
+    """``echo`` with ``logprobs``: each prompt's tokens as completion logprob items (the first token has none),
+    from a request of its own that computes every prompt position (the choices' generation is not touched by
+    it). None if the client left."""
+    engine, texts = request.app.state.engine, request.app.state.token_texts
+
+    async def score(ids: list[int]) -> list[tuple]:
+        req = GenerationRequest(prompt_ids=ids, max_tokens=1, sampling=SamplingParams(temperature=0.0),
+                                speculation=SpeculationParams(method="none"), prompt_logprobs=top)
+        engine.validate(req)
+        lps = []
+        async for out in engine.generate(req):
+            lps += out.prompt_logprobs or []
+        items, offset = [(texts.text(ids[0]), None, None, 0)], len(texts.text(ids[0]))
+        for lp in lps:
+            items.append((texts.text(lp.token_id), _finite(lp.logprob), {texts.text(t): _finite(v) for t, v in lp.top},
+                          offset))
+            offset += len(texts.text(lp.token_id))
+        return items
+
+    try:
+        return await until_disconnect(request, asyncio.gather(*(score(ids) for ids in translated.prompts)))
+    except ClientGone:
+        return None
+    except APIError:
+        raise
+    except Exception as exc:  # the engine refused or failed the request
+        raise from_engine_error(exc, translated.rename) from exc
+
+
+def _echo_only(request: Request, fmt: CompletionFormat, req: P.CompletionRequest, translated: Translated) -> Response:
+    """``max_tokens: 0``: every choice is its echoed prompt (scored with ``logprobs``), nothing generated."""
+    options = req.stream_options
+    run = Run(request.app.state, fmt, translated.plan, bool(req.stream and options and options.include_usage))
+    for c in run.choices:
+        c.finish_reason = "length"
+    run.finish()
+    if not req.stream:
+        body = fmt.response(run, with_logprobs=req.logprobs is not None)
+        return Response(body.model_dump_json(), media_type="application/json")
+    lines = [fmt.encode(chunk) for chunk in fmt.echo_only(run)] + fmt.closing(run)
+    return Response("".join(lines), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 @v1.post("/responses")

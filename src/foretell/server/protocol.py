@@ -2,7 +2,7 @@
 
 Requests validate strictly (types are not coerced: ``"0.5"`` is not a temperature) but ignore fields they
 do not know, as OpenAI clients send extras. Known OpenAI fields that foretell cannot honour (the deprecated
-``functions``, suffix, best_of, echo with logprobs) are refused with 400 rather than silently ignored. ``response_format``
+``functions``, suffix, best_of other than n) are refused with 400 rather than silently ignored. ``response_format``
 (JSON object or schema) is enforced by masking the logits (:mod:`foretell.core.grammar`).
 ``tools`` and ``tool_choice`` are served through the model's chat template (:mod:`foretell.server.tools`).
 
@@ -164,6 +164,7 @@ class ChatCompletionRequest(_Common):
 
 class CompletionRequest(_Common):
     prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(None, ge=0)  # 0 only with echo: the prompt scored, nothing generated
     logprobs: int | None = Field(None, ge=0, le=5)
     echo: bool | None = None
     suffix: str | None = None
@@ -216,8 +217,8 @@ def check_supported_chat(req: ChatCompletionRequest) -> None:
 
 
 def check_supported_completion(req: CompletionRequest) -> None:
-    if req.echo and req.logprobs is not None:
-        raise bad_request("echo", "echo with logprobs is not supported by this server (it would need the prompt's logprobs)")
+    if req.max_tokens == 0 and not req.echo:
+        raise bad_request("max_tokens", "max_tokens must be >= 1 (0 only with echo: the prompt alone, scored with logprobs)")
     if req.suffix:
         raise bad_request("suffix", "suffix is not supported by this server")
     if req.best_of is not None and req.best_of != (req.n or 1):
@@ -609,8 +610,8 @@ class ChatCompletionChunk(BaseModel):
 
 class CompletionLogprobs(BaseModel):
     tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
+    token_logprobs: list[float | None]  # None: the prompt's first token (echo)
+    top_logprobs: list[dict[str, float] | None]
     text_offset: list[int]
 
 
