@@ -218,6 +218,10 @@ def test_echo_with_logprobs_scores_the_prompt_as_the_model_does(client):
     assert blp.token_logprobs[: len(ids)] == lp.token_logprobs
     assert blp.token_logprobs[len(ids):] == pytest.approx(alp.token_logprobs, abs=1e-4)  # the prefix cache's rounding
     assert blp.text_offset[len(ids)] == len(prompt)
+    # two prompts: each choice's offsets run on from its own prompt
+    two = client.completions.create(model="tiny", prompt=["x = 1", prompt], max_tokens=3, temperature=0, echo=True,
+                                    logprobs=0)
+    assert [c.logprobs.text_offset[len(c.logprobs.tokens) - 3] for c in two.choices] == [len("x = 1"), len(prompt)]
     # streamed: the first chunk carries the prompt and its logprobs
     chunks = list(client.completions.create(**kw, echo=True, stream=True))
     assert chunks[0].choices[0].text == prompt and chunks[0].choices[0].logprobs.token_logprobs == lp.token_logprobs

@@ -443,7 +443,7 @@ class CompletionFormat(_Format):
         texts = run.token_texts()
         items = []
         if self.echo is not None and not c.logprobs and not c.text_offset:  # offsets run on from the echoed prompt
-            c.text_offset = len(self._echoed(run, run.choices.index(c)))
+            c.text_offset = len(self._echoed(run, next(j for j, x in enumerate(run.choices) if x is c)))
         pieces = out.token_texts or [""] * len(out.new_logprobs)
         for lp, piece in zip(out.new_logprobs, pieces):
             top = {texts.text(t): _finite(v) for t, v in lp.top}
