@@ -42,6 +42,7 @@ from foretell.engine.trace import Tracer, file_tracer, step_record
 log = logging.getLogger("foretell.engine")
 SCORING_CHUNK = 64  # prompt rows a pass computes for a request that wants its prompt's logprobs (logits are fp32 rows)
 
+
 class LLMEngine:
     """``runner``: the target's :class:`ModelRunner` (a plain transformers model is wrapped in one);
     ``drafter``: an optional :class:`DraftModel` for requests that ask for draft-model speculation."""
