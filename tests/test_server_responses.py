@@ -4,40 +4,20 @@ a fake engine with a tools template for function calls."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import openai
 import pytest
 from fastapi.testclient import TestClient
 
-from foretell.config import EngineConfig
-from foretell.engine.async_engine import AsyncEngine
 from foretell.server import build_app
 from foretell.server import protocol as P
 from foretell.server.responses import InputItem, input_messages
-from foretell.testing import make_tiny_model, make_tiny_tokenizer
-from foretell.testing.server import serve_in_thread
-from test_server_tools import CALL, TOOLS_TEMPLATE, ToolEngine
+from test_server_openai import client, server  # noqa: F401 - the tiny engine's server and its official client
+from test_server_tools import CALL, ToolEngine, tools_tokenizer  # noqa: F401 - a fixture
 
 PROMPT = "def add(a, b):"
 WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
-
-
-@pytest.fixture(scope="module")
-def server():
-    cfg = EngineConfig(measure_cost_curve=False, max_prediction_tokens=256)
-    engine = AsyncEngine.from_model(make_tiny_model(), make_tiny_tokenizer(), cfg, "tiny")
-    try:
-        with serve_in_thread(build_app(engine)) as url:
-            yield url
-    finally:
-        engine.shutdown()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server + "/v1", api_key="unused", max_retries=0, timeout=60)
 
 
 def respond(client, **kw):
@@ -211,13 +191,6 @@ def test_function_calls_join_the_assistant_turn_and_outputs_become_tool_messages
     assert messages[1].content == "Checking." and [c.id for c in messages[1].tool_calls] == ["c1", "c2"]
     assert (messages[2].tool_call_id, messages[2].content) == ("c1", "18 C")
     assert (messages[3].tool_call_id, messages[3].content) == ("c2", "21 C")
-
-
-@pytest.fixture(scope="module")
-def tools_tokenizer():
-    tok = copy.deepcopy(make_tiny_tokenizer())
-    tok.chat_template = TOOLS_TEMPLATE
-    return tok
 
 
 def tool_client(output, tokenizer):
