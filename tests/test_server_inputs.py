@@ -59,7 +59,7 @@ def test_completion_text_offsets_on_multibyte_text(tok, step):
     from foretell.core.policy import DraftPolicy
     from foretell.engine.detok import TokenTexts
     from foretell.engine.sequence import Sequence
-    from foretell.server.app import ChoiceState, CompletionFormat
+    from foretell.server.formats import ChoiceState, CompletionFormat
 
     text = "Ünïcödé ✓ 你好 🐍 — naïve café"
     ids = tok.encode(text)
