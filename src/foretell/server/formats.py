@@ -441,7 +441,6 @@ class ResponsesFormat(ChatFormat):
 
     def _close(self, run: Run, calls: list[dict]) -> list[dict]:
         events, items = [], []
-        calls = calls[: self.req.max_tool_calls] if self.req.max_tool_calls else calls
         if not self.opened and not calls:
             events += self._open()
         if self.opened:
@@ -466,6 +465,11 @@ class ResponsesFormat(ChatFormat):
         events.append({"type": f"response.{final['status']}", "response": final})
         return events
 
+    def _calls(self, run: Run, i: int, parsed: Parsed | None) -> list[dict] | None:
+        """The chat format's calls, at most ``max_tool_calls`` of them."""
+        calls = ChatFormat._calls(run, i, parsed)
+        return calls[: self.req.max_tool_calls] if calls and self.req.max_tool_calls else calls
+
     @staticmethod
     def _status(run: Run) -> str:
         return "incomplete" if run.choices[0].finish_reason == "length" else "completed"
@@ -483,7 +487,6 @@ class ResponsesFormat(ChatFormat):
         text = "".join(run.choices[0].text)
         parsed = parse_tool_calls(self.tools.opening() + text, self.tools) if self.tools is not None else None
         calls = self._calls(run, 0, parsed) or []
-        calls = calls[: self.req.max_tool_calls] if self.req.max_tool_calls else calls
         content = parsed.content if parsed is not None else text
         items = []
         if content is not None or not calls:
