@@ -248,6 +248,42 @@ def test_a_rewrite_the_output_refuses_stops_being_drafted():
     assert with_rewrites <= without + 1
 
 
+def test_an_edited_value_is_not_drafted_into_later_numbers():
+    """A version bumped (14.1.0 -> 15.1.0) is a value, not a name: the commit hash below keeps its 4s. Learnt as a
+    rewrite (no value tokens known), the digit substitution turns every later 4 in the drafts."""
+    d = {str(i): 10 + i for i in range(10)}  # digit tokens 10..19
+    dot, nl, version, commit, name = 1, 2, 30, 31, 32
+    hash_ = [d["0"], 40, d["7"], 41, d["4"], 42, d["7"], 43, d["3"], d["1"], d["4"], 44, d["1"], 45]
+    body = [33, 34, 35, nl, 36, d["4"], 37, d["1"], 38, nl, 39, 46, 47, nl]
+    pred = [name, nl, version, d["1"], d["4"], dot, d["1"], dot, d["0"], nl, commit, *hash_, nl, *body]
+    out = list(pred)
+    out[4] = d["5"]
+    values = set(d.values())
+    aligner = PredictionAligner(pred, newline_ids={nl}, value_ids=values)
+    aligner.observe(out[:6])  # 15. : the substitution closed, realigned
+    assert aligner.aligned and aligner.propose(64).tokens == pred[6:]
+    with_values = simulate(PredictionAligner(pred, newline_ids={nl}, value_ids=values), out, 64).passes
+    as_names = PredictionAligner(pred, newline_ids={nl})
+    as_names.observe(out[:6])
+    assert as_names.propose(64).tokens[:2] == [d["1"], dot]
+    assert as_names.propose(64).tokens != pred[6:]  # the rewrite 4 -> 5 turns the hash's 4s
+    assert simulate(PredictionAligner(pred, newline_ids={nl}), out, 64).passes > with_values
+
+
+def test_a_flag_turned_on_is_not_drafted_into_later_flags():
+    nl, colon, true, false = 1, 2, 3, 4
+    lines = [[20 + i, 40 + i, 60 + i, colon, true if i in (0, 4, 5) else false, nl] for i in range(7)]
+    pred = [t for line in lines for t in line]
+    out = list(pred)
+    out[10] = true  # the second line's flag turned on; the others stay as they are
+    aligner = PredictionAligner(pred, newline_ids={nl}, value_ids={true, false})
+    aligner.observe(out[:13])  # ... true, the line break, the third line's first token: realigned
+    assert aligner.aligned and aligner.propose(64).tokens == pred[13:]
+    as_names = PredictionAligner(pred, newline_ids={nl})
+    as_names.observe(out[:13])
+    assert as_names.propose(64).tokens[:4] == [42, 62, colon, true]  # false -> true learnt: refused here
+
+
 def test_repeated_lines_prefer_the_anchor_that_continues_order():
     line = [7, 8, 9, 1]
     blocks = [[20, 21, 22, 1], [30, 31, 32, 1], [40, 41, 42, 1]]

@@ -275,6 +275,11 @@ def test_token_classes_name_the_line_break_and_the_bare_fences():
     assert classes.newline == {1, 4, 6}
 
 
+def test_token_classes_name_literal_values():
+    texts = ["7", " 2024", "True", " false", "null", "x7", "1.5", "", " ", "Truth", "\u0667", "None"]
+    assert TokenClasses.from_texts(texts).values == {0, 1, 2, 3, 4, 11}
+
+
 def test_token_classes_from_a_tokenizer_are_those_of_its_batch_decode(monkeypatch):
     """The fast path (the Rust backend's batch decode) gives the classes of ``batch_decode``'s texts, and a
     tokenizer that cleans up spaces takes ``batch_decode`` itself."""

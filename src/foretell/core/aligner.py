@@ -278,7 +278,10 @@ class PredictionAligner(Proposer):
     """Proposes the prediction's next tokens and realigns after the output departs from it.
 
     ``newline_ids``: token ids whose text contains a line break (optional; when given, an output line
-    break while diverged guesses the next prediction line). Read-only state for the engine / adaptive k:
+    break while diverged guesses the next prediction line). ``value_ids``: token ids of literal values, a
+    number's digits or a boolean (optional; when given, an edited value is not learnt as a rewrite: a version
+    bumped from 14.1.0 to 15.0.0, applied to later drafts, turned every 4 of a commit hash below into a 5, and
+    one flag turned on, every later ``false``). Read-only state for the engine / adaptive k:
     :attr:`aligned`, :attr:`position` (prediction index the next draft starts at, -1 when none),
     :attr:`evidence` (matched tokens backing it), :attr:`last_matched` (the anchor realignment measures jumps
     from), :meth:`available` and :meth:`suggested_cap` (the longest draft the evidence justifies).
@@ -287,7 +290,8 @@ class PredictionAligner(Proposer):
     source = "prediction"
 
     def __init__(self, prediction: Sequence[int], search_length: int | None = None,
-                 config: AlignerConfig | None = None, newline_ids: Collection[int] | None = None):
+                 config: AlignerConfig | None = None, newline_ids: Collection[int] | None = None,
+                 value_ids: Collection[int] | None = None):
         config = config or AlignerConfig()
         if search_length is not None:
             config = AlignerConfig(**{**config.__dict__, "search_length": search_length})
@@ -295,6 +299,7 @@ class PredictionAligner(Proposer):
         self._pred: list[int] = list(map(int, prediction))
         # a frozenset (TokenClasses.newline, some 2,000 ids) is kept as it is: one per request, at its first step
         self._newline = newline_ids if isinstance(newline_ids, frozenset) else frozenset(int(t) for t in newline_ids or ())
+        self._values = value_ids if isinstance(value_ids, frozenset) else frozenset(int(t) for t in value_ids or ())
         self._index: _PredictionIndex | None = None  # built on the first divergence
         self._bits_cache: dict[int, float] = {}
         self._out: list[int] = []  # every output token observed so far
@@ -543,10 +548,13 @@ class PredictionAligner(Proposer):
         m, span = self._anchor, self.config.rewrite_span
         if not self.config.learn_rewrites or skipped > span or inserted > span:
             return
+        old = tuple(self._pred[m:m + skipped]) if skipped else (self._pred[m - 1],) if m >= 1 else ()
+        if all(t in self._values for t in old + emitted):  # a value edited (a number, a flag): not a name
+            return
         if skipped:  # a substitution: A = the tokens replaced
-            self._rewrites.count(tuple(self._pred[m:m + skipped]), emitted)
-        elif m >= 1 and self._prior_run >= 1 and inserted < span:  # an insertion after the matched P[m - 1]
-            self._rewrites.count((self._pred[m - 1],), (self._pred[m - 1],) + emitted)
+            self._rewrites.count(old, emitted)
+        elif old and self._prior_run >= 1 and inserted < span:  # an insertion after the matched P[m - 1]
+            self._rewrites.count(old, old + emitted)
 
     def _learn_closer(self, cursor: int, evidence: int) -> None:
         """Where the output rejoins the prediction at the line it departed from after inserting whole lines

@@ -240,14 +240,15 @@ class PredictionProposer(Proposer):
     """Drafts from the prediction while it has an anchor, from ``fallback`` (e.g. n-gram) while lost.
 
     An empty prediction proposes nothing from the prediction: every draft comes from the fallback.
-    ``newline_ids`` (token ids whose text holds a line break) is optional: it sharpens guesses after an
-    output line break (see :class:`PredictionAligner`).
+    ``newline_ids`` (token ids whose text holds a line break) and ``value_ids`` (literal values: digits, booleans) are
+    optional: they sharpen the aligner's guesses and rewrites (see :class:`PredictionAligner`).
     """
 
     def __init__(self, prediction_ids: Sequence[int], search_length: int | None = None,
                  fallback: Proposer | None = None, config: AlignerConfig | None = None,
-                 newline_ids: Collection[int] | None = None, lead_in: LeadIn | None = None):
-        self.aligner = PredictionAligner(prediction_ids, search_length, config, newline_ids)
+                 newline_ids: Collection[int] | None = None, lead_in: LeadIn | None = None,
+                 value_ids: Collection[int] | None = None):
+        self.aligner = PredictionAligner(prediction_ids, search_length, config, newline_ids, value_ids)
         self.fallback = fallback
         self.lead_in = lead_in
         # the parts the policy scores: where the prompt holds the file, drafts run on past the prediction's end
@@ -321,7 +322,7 @@ def make_proposer(prompt_ids: Sequence[int], spec: SpeculationParams,
         fenced = LeadIn.fence(prompt_ids, spec.prediction, classes)
         lead_in = FenceOpening.create(spec.prediction, classes, fenced.lead if fenced else ())
         return PredictionProposer(spec.prediction, spec.search_length, fallback, newline_ids=classes.newline,
-                                  lead_in=lead_in)
+                                  lead_in=lead_in, value_ids=classes.values)
     if spec.uses_ngram:
         return NgramProposer(prompt_ids)
     return None

@@ -4,8 +4,10 @@
     classes.newline   # ids whose text holds a line break ("\\n", ")\\n", "\\n\\n", ...)
     classes.fence     # ids whose text opens a Markdown code fence ("```", "```python", " ~~~", ...)
     classes.line_break  # the id whose text is exactly "\\n"
+    classes.values    # ids of literal values: a number's digits ("7", " 2024"), true/false/null/None ("True", " false")
 
-Line breaks sharpen the prediction aligner's guesses after an output line break; fences let a reply that
+Line breaks sharpen the prediction aligner's guesses after an output line break; values keep an edited value
+(a version number, a flag turned on) from being learnt as a rewrite of later drafts; fences let a reply that
 repeats a fenced file from the prompt be drafted from its first token (:class:`foretell.core.prediction.LeadIn`).
 """
 
@@ -21,6 +23,7 @@ class TokenClasses:
     fence: frozenset[int] = frozenset()
     bare_fence: frozenset[int] = frozenset()  # fence tokens that are only the fence ("```"), no language after it
     line_break: int | None = None  # the token that is exactly "\n"
+    values: frozenset[int] = frozenset()  # literal values: ASCII digits alone, or a boolean or null (spaces around)
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], ids: Iterable[int] | None = None) -> "TokenClasses":
@@ -29,7 +32,8 @@ class TokenClasses:
         fence = frozenset(i for i, text in pairs if text.lstrip(" \t").startswith(("```", "~~~")))
         return cls(frozenset(i for i, text in pairs if "\n" in text), fence,
                    frozenset(i for i, text in pairs if i in fence and text.strip(" \t") in ("```", "~~~")),
-                   next((i for i, text in pairs if text == "\n"), None))
+                   next((i for i, text in pairs if text == "\n"), None),
+                   frozenset(i for i, text in pairs if _is_value(text)))
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> "TokenClasses":
@@ -41,3 +45,12 @@ class TokenClasses:
         if backend is not None and not getattr(tokenizer, "clean_up_tokenization_spaces", True):
             return cls.from_texts(backend.decode_batch(ids, skip_special_tokens=False))
         return cls.from_texts(tokenizer.batch_decode(ids))
+
+
+LITERALS = frozenset({"true", "false", "True", "False", "TRUE", "FALSE", "null", "None", "nil", "NULL"})
+
+
+def _is_value(text: str) -> bool:
+    """A literal value's token: a number's digits, or a boolean or null keyword."""
+    word = text.strip(" ")
+    return (bool(word) and word.isascii() and word.isdigit()) or word in LITERALS
