@@ -958,7 +958,10 @@ def int8_by_default(gemm: CpuGemm | None) -> bool:
     """Whether exact mode's kernel rows of an fp32 model take int8 products on GGUF blocks where a layer has them,
     when not asked: on a CPU without AMX whose build multiplies int8 (AVX512-VNNI, measured on a Cascade Lake Xeon
     and an AMD EPYC Zen 4, or AVX2 alone with VPMADDUBSW: an AMD EPYC Zen 3, plain decoding of the 0.5B 0.43x the
-    time). With AMX the kernel multiplies bf16 on tiles; the int8 route is not measured there, so it is asked for.
+    time). With AMX the kernel multiplies bf16 on tiles and the route is asked for: on a Sapphire Rapids (2026-12-01)
+    it decoded 2.3x as fast, but a 64-row verify pass cost 5.4 one-row passes against bf16's 1.9, so edits with a
+    prediction took about the same time (0.66-1.80x per task) and their ratio to n-gram lookup fell (1.09x against
+    1.13x; benchmarks/results/run-2026-12-01-spr-int8).
     On a CPU with AVX512-BF16 and no AMX, ``--dtype auto`` picks fp32 for a model with blocks to take this route
     (:func:`int8_dtype`)."""
     return gemm is not None and gemm.int8 and not gemm.amx
